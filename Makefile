@@ -1,0 +1,58 @@
+# xferbench — `make run` and `make test` are the whole quick start (README.md).
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BIN    := build/bin
+PYTEST ?= $(PY) -m pytest
+EXPERIMENT ?= experiments/quick.toml
+
+.PHONY: setup build build-go build-c test lint test-go test-c test-py test-asan fuzz run demo proto clean
+
+setup:
+	@bash scripts/bootstrap.sh
+
+build: setup build-go build-c
+
+build-go:
+	cd servers/go && go build -o ../../$(BIN)/xferd-go ./cmd/xferd-go
+
+build-c:
+	$(MAKE) -C servers/c
+
+lint: setup
+	@out=$$(gofmt -l servers/go); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	cd servers/go && go vet ./...
+	$(VENV)/bin/ruff check .
+
+test-go:
+	cd servers/go && go test -race -count=1 ./...
+
+test-c:
+	$(MAKE) -C servers/c test
+
+test-py:
+	$(PYTEST) -q
+
+# The conformance and bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
+test-asan:
+	$(MAKE) -C servers/c asan
+	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput
+
+fuzz:
+	$(MAKE) -C servers/c fuzz-run
+
+test: build lint test-go test-c test-py test-asan fuzz
+
+run: build
+	$(VENV)/bin/xferbench run $(EXPERIMENT)
+
+proto: setup
+	bash scripts/gen-proto.sh
+	$(PY) proto/testdata/make_vectors.py
+
+clean:
+	rm -rf build results
+	-$(MAKE) -C servers/c clean

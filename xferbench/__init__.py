@@ -1,0 +1,1 @@
+"""xferbench: the experiment runner."""
