@@ -7,9 +7,9 @@ cd "$root"
 
 # Everything the builds, tests and experiments need from Debian.
 APT_PACKAGES=(
-  build-essential pkg-config python3-venv
+  build-essential pkg-config python3-venv curl bc
   protobuf-compiler protobuf-c-compiler libprotobuf-c-dev zlib1g-dev
-  libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 libgoogle-perftools-dev libmimalloc2.0 libmimalloc-dev
+  libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
   clang libclang-rt-14-dev
   prometheus
 )

@@ -1,0 +1,158 @@
+"""`python -m py_client upload|download|echo|stat`: one JSON object per line, non-zero exit on failure.
+
+Keys: op, ok, bytes, crc32, seconds, error. Bad arguments exit 2 with an argparse message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from py_client import XferError, connect, parse_target
+
+
+class _Discard:
+    """A sink for download without --out: the bytes are verified, not kept."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def _target(text: str) -> str:
+    try:
+        parse_target(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must not be negative")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m py_client",
+                                     description="Talk to an xfer server over grpc:// or frame://.")
+    sub = parser.add_subparsers(dest="op", required=True, metavar="{upload,download,echo,stat}")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--target", required=True, type=_target,
+                       help="grpc://host:port or frame://host:port")
+        p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+
+    up = sub.add_parser("upload", help="upload a file")
+    common(up)
+    up.add_argument("--name", required=True, help="name on the server")
+    up.add_argument("--file", required=True, type=Path, help="local file to upload")
+    up.add_argument("--chunk", type=_positive, default=1 << 20, metavar="BYTES",
+                    help="chunk size in bytes (default 1048576)")
+
+    down = sub.add_parser("download", help="download a file (verified by CRC-32)")
+    common(down)
+    down.add_argument("--name", required=True, help="name on the server (gen:<size>:<seed> too)")
+    down.add_argument("--out", type=Path, help="write here (only once verified); default: discard")
+    down.add_argument("--chunk", type=_positive, default=1 << 20, metavar="BYTES",
+                      help="chunk size in bytes (default 1048576)")
+
+    echo = sub.add_parser("echo", help="echo a payload of SIZE bytes")
+    common(echo)
+    echo.add_argument("--size", required=True, type=_non_negative, metavar="BYTES")
+
+    stat = sub.add_parser("stat", help="a file's size and CRC-32")
+    common(stat)
+    stat.add_argument("--name", required=True)
+    return parser
+
+
+def _line(op: str, ok: bool, nbytes: int | None, crc: int | None, seconds: float | None,
+          error: str | None) -> dict[str, Any]:
+    return {"op": op, "ok": ok, "bytes": nbytes, "crc32": crc, "seconds": seconds, "error": error}
+
+
+def _download_to(client: Any, name: str, out: Path, chunk: int) -> Any:
+    """Downloads into a temp file beside `out` and renames it only once the CRC-32 has verified."""
+    folder = out.parent if str(out.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            result = client.download(name, chunk_size=chunk, out=f, verify=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return result
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    op: str = args.op
+    t0 = time.perf_counter()
+    with connect(args.target, timeout=args.timeout) as client:
+        if op == "upload":
+            r = client.upload(args.name, path=args.file, chunk_size=args.chunk)
+            return _line(op, True, r.bytes, r.crc32, r.seconds, None)
+        if op == "download":
+            if args.out is not None:
+                r = _download_to(client, args.name, args.out, args.chunk)
+            else:
+                r = client.download(args.name, chunk_size=args.chunk, out=_Discard(), verify=True)  # type: ignore[arg-type]
+            return _line(op, True, r.bytes, r.crc32, r.seconds, None)
+        if op == "echo":
+            payload = os.urandom(args.size)
+            got = client.echo(payload)
+            seconds = time.perf_counter() - t0
+            if got != payload:
+                raise XferError("data_loss", f"echo returned {len(got)} bytes that differ from the "
+                                             f"{len(payload)} sent")
+            return _line(op, True, len(got), zlib.crc32(got), seconds, None)
+        st = client.stat(args.name)
+        return _line(op, True, st.size, st.crc32, time.perf_counter() - t0, None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.op == "upload" and not args.file.is_file():
+        parser.error(f"argument --file: {str(args.file)!r} is not a readable file")
+    if args.op == "download" and args.out is not None and args.out.is_dir():
+        parser.error(f"argument --out: {str(args.out)!r} is a directory")
+    if args.timeout <= 0:
+        parser.error(f"argument --timeout: {args.timeout} must be positive")
+    t0 = time.perf_counter()
+    try:
+        line = run(args)
+    except XferError as e:
+        line = _line(args.op, False, None, None, time.perf_counter() - t0, str(e))
+    except OSError as e:
+        line = _line(args.op, False, None, None, time.perf_counter() - t0, f"unavailable: {e}")
+    print(json.dumps(line), flush=True)
+    return 0 if line["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

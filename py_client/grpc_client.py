@@ -1,0 +1,158 @@
+"""GrpcClient: `xfer.v1.FileTransfer` over grpcio (PROTOCOL.md "gRPC")."""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import grpc
+
+from py_client._source import Buffer, UploadSource
+from py_client.errors import XferError
+from py_client.results import StatResult, TransferResult
+from xfer.v1 import file_transfer_pb2 as pb
+from xfer.v1 import file_transfer_pb2_grpc as pb_grpc
+
+MAX_MESSAGE = 8 << 20  # 4 MiB chunks plus overhead, with room to spare
+DEFAULT_DOWNLOAD_CHUNK = 1 << 20
+
+
+class GrpcClient:
+    """Client for `grpc://host:port`; `address` is `host:port`. Safe to share between threads."""
+
+    def __init__(self, address: str, *, timeout: float = 60.0,
+                 options: list[tuple[str, int | str]] | None = None) -> None:
+        if timeout <= 0:
+            raise ValueError(f"timeout {timeout} must be positive")
+        self.address = address
+        self.timeout = timeout
+        opts: list[tuple[str, int | str]] = [
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            *(options or []),
+        ]
+        self._channel = grpc.insecure_channel(address, options=opts)
+        self._stub = pb_grpc.FileTransferStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> GrpcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def stub(self) -> pb_grpc.FileTransferStub:
+        """The raw stub, for tests that send what the client never would."""
+        return self._stub
+
+    def echo(self, payload: bytes) -> bytes:
+        try:
+            resp = self._stub.Echo(pb.EchoRequest(payload=payload), timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise XferError.from_grpc(e) from None
+        return resp.payload
+
+    def stat(self, name: str) -> StatResult:
+        try:
+            resp = self._stub.Stat(pb.StatRequest(name=name), timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise XferError.from_grpc(e) from None
+        return StatResult(resp.name, resp.size, resp.crc32)
+
+    def upload(self, name: str, data: Buffer | None = None, *,
+               path: str | os.PathLike[str] | None = None, chunk_size: int = 1 << 20) -> TransferResult:
+        if chunk_size <= 0:
+            raise ValueError(f"chunk size {chunk_size} must be positive")
+        chunk_seconds: list[float] = []
+        crc = 0
+        with UploadSource(data, path) as src:
+            size = src.size
+
+            def requests() -> Iterator[pb.UploadRequest]:
+                nonlocal crc
+                yield pb.UploadRequest(header=pb.UploadHeader(name=name, size=size, chunk_size=chunk_size))
+                for _off, chunk in src.chunks(chunk_size):
+                    crc = zlib.crc32(chunk, crc)
+                    msg = pb.UploadRequest(chunk=bytes(chunk))
+                    t = time.perf_counter()
+                    yield msg  # grpc asks for the next message once this one is handed to the stream
+                    chunk_seconds.append(time.perf_counter() - t)
+                yield pb.UploadRequest(trailer=pb.UploadTrailer(crc32=crc))
+
+            t0 = time.perf_counter()
+            try:
+                resp = self._stub.Upload(requests(), timeout=self.timeout)
+            except grpc.RpcError as e:
+                raise XferError.from_grpc(e) from None
+            seconds = time.perf_counter() - t0
+        if resp.size != size or resp.crc32 != crc:
+            raise XferError("data_loss", f"upload {name!r}: server committed size {resp.size} crc32 "
+                                         f"0x{resp.crc32:08x}, client sent size {size} crc32 0x{crc:08x}")
+        return TransferResult(size, crc, seconds, None, chunk_seconds)
+
+    def download(self, name: str, *, chunk_size: int = DEFAULT_DOWNLOAD_CHUNK, out: BinaryIO | None = None,
+                 verify: bool = True) -> TransferResult:
+        if chunk_size <= 0:
+            raise ValueError(f"chunk size {chunk_size} must be positive")
+        t0 = time.perf_counter()
+        parts: list[bytes] = []
+        chunk_seconds: list[float] = []
+        crc = 0
+        received = 0
+        header: pb.DownloadHeader | None = None
+        trailer: pb.DownloadTrailer | None = None
+        stream = self._stub.Download(pb.DownloadRequest(name=name, chunk_size=chunk_size),
+                                     timeout=self.timeout)
+        try:
+            t = time.perf_counter()
+            for msg in stream:
+                kind = msg.WhichOneof("msg")
+                if trailer is not None:
+                    raise XferError("internal", f"download {name!r}: {kind} after the trailer")
+                if kind == "header":
+                    if header is not None:
+                        raise XferError("internal", f"download {name!r}: a second header")
+                    header = msg.header
+                elif kind == "chunk":
+                    if header is None:
+                        raise XferError("internal", f"download {name!r}: a chunk before the header")
+                    chunk_seconds.append(time.perf_counter() - t)
+                    received += len(msg.chunk)
+                    if received > header.size:
+                        raise XferError("data_loss", f"download {name!r}: {received} bytes received, "
+                                                     f"more than the declared {header.size}")
+                    if verify:
+                        crc = zlib.crc32(msg.chunk, crc)
+                    if out is None:
+                        parts.append(msg.chunk)
+                    else:
+                        out.write(msg.chunk)
+                elif kind == "trailer":
+                    if header is None:
+                        raise XferError("internal", f"download {name!r}: a trailer before the header")
+                    trailer = msg.trailer
+                else:
+                    raise XferError("internal", f"download {name!r}: an empty DownloadResponse")
+                t = time.perf_counter()
+        except grpc.RpcError as e:
+            raise XferError.from_grpc(e) from None
+        except XferError:
+            stream.cancel()
+            raise
+        if header is None or trailer is None:
+            raise XferError("data_loss", f"download {name!r}: stream ended without "
+                                         f"{'a header' if header is None else 'a trailer'}")
+        if received != header.size:
+            raise XferError("data_loss", f"download {name!r}: received {received} of {header.size} bytes")
+        if verify and crc != trailer.crc32:
+            raise XferError("data_loss", f"crc32 mismatch downloading {name!r}: received 0x{crc:08x}, "
+                                         f"server 0x{trailer.crc32:08x}")
+        seconds = time.perf_counter() - t0
+        data = b"".join(parts) if out is None else None
+        return TransferResult(header.size, trailer.crc32, seconds, data, chunk_seconds)

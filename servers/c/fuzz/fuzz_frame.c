@@ -1,0 +1,75 @@
+/* libFuzzer target: the frame parser on a byte stream, then for every complete frame the request
+ * header decode and the full handler path (protobuf-c body decode, store, response encode) against
+ * an in-memory store with small limits and sequential upload ids (so chunk/commit paths are reachable).
+ * Every response must itself be one well-formed frame. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "handlers.h"
+#include "mem.h"
+#include "store.h"
+#include "xfer/v1/frame.pb-c.h"
+
+#define FUZZ_MAX_FRAME (1u << 20)
+#define FUZZ_MAX_FRAMES 64        /* frames handled per input */
+#define FUZZ_STORE_RESET 2000     /* inputs between fresh stores, so memory stays bounded */
+
+static store *st;
+static handler_ctx hc;
+static unsigned runs;
+
+static void open_store(void) {
+    store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 65536, .max_uploads = 16,
+                        .upload_idle_timeout_ms = 60000, .sequential_ids = 1};
+    char err[256];
+    st = store_open(&cfg, err, sizeof err);
+    if (!st) abort();
+    hc.st = st;
+    hc.max_file_size = cfg.max_file_size;
+    hc.max_chunk = cfg.max_chunk;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!st) {
+        mem_init(MEM_SYSTEM);
+        open_store();
+    }
+    if (++runs % FUZZ_STORE_RESET == 0) {
+        store_close(st);
+        open_store();
+    }
+    size_t pos = 0;
+    for (int n = 0; n < FUZZ_MAX_FRAMES && pos < size; n++) {
+        size_t total;
+        xerr e;
+        frame_status fs = frame_parse(data + pos, size - pos, FUZZ_MAX_FRAME, &total, &e);
+        if (fs == FRAME_ERROR) {
+            if (e.code != XERR_RESOURCE_EXHAUSTED && e.code != XERR_INVALID_ARGUMENT) abort();
+            break;
+        }
+        if (fs == FRAME_NEED_MORE) break;
+        if (total < FRAME_PREFIX_LEN || total > size - pos) abort();
+        uint8_t *frame = mem_alloc(total); /* exact size: ASan sees any read past the frame */
+        memcpy(frame, data + pos, total);
+        pos += total;
+        frame_parts p;
+        frame_split(frame, total, &p);
+        Xfer__V1__RequestHeader *h = xfer__v1__request_header__unpack(mem_pb_allocator(), p.header_len, p.header);
+        if (!h) {
+            mem_free(frame);
+            break; /* a connection error: the server would close here */
+        }
+        handler_result r;
+        if (handle_request(&hc, method_lookup(h->method), h->method, h->seq, p.body, p.body_len, &r) == 0) {
+            size_t rt;
+            xerr re;
+            if (frame_parse(r.frame, r.len, UINT32_MAX, &rt, &re) != FRAME_OK || rt != r.len) abort();
+            mem_free(r.frame);
+        }
+        xfer__v1__request_header__free_unpacked(h, mem_pb_allocator());
+        mem_free(frame);
+    }
+    return 0;
+}

@@ -1,0 +1,190 @@
+/* config: defaults, XFERD_* env, flags. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+
+typedef enum { T_STR, T_U32, T_U64, T_DUR } ftype;
+
+typedef struct {
+    const char *name; /* without "--" */
+    ftype type;
+    size_t offset;
+    size_t size; /* for strings */
+    const char *help;
+} flag;
+
+#define F(n, t, field, h) {n, t, offsetof(config, field), sizeof(((config *)0)->field), h}
+static const flag flags[] = {
+    F("frame-addr", T_STR, frame_addr, "frame listener host:port (port 0: any free port)"),
+    F("metrics-addr", T_STR, metrics_addr, "/metrics listener host:port"),
+    F("store", T_STR, store_spec, "mem | disk:DIR"),
+    F("max-file-size", T_U64, max_file_size, "largest declared file size, bytes"),
+    F("max-frame", T_U32, max_frame, "largest frame_len, bytes"),
+    F("max-chunk", T_U32, max_chunk, "largest chunk / Read length / Echo payload, bytes"),
+    F("max-conns", T_U32, max_conns, "open connections"),
+    F("max-uploads", T_U32, max_uploads, "open uploads, server-wide"),
+    F("read-timeout", T_DUR, read_timeout_ms, "a begun frame must arrive whole within (10s, 500ms, 2m)"),
+    F("upload-idle-timeout", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
+    F("io-threads", T_U32, io_threads, "event-loop threads"),
+    F("workers", T_U32, workers, "worker threads executing calls"),
+    F("alloc", T_STR, alloc, "glibc | jemalloc | tcmalloc | mimalloc | pool"),
+};
+#define NFLAGS (sizeof flags / sizeof flags[0])
+
+static int parse_u64(const char *s, uint64_t *out) {
+    if (!*s || !isdigit((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* "10s", "500ms", "2m", "1h", or a bare number of seconds. */
+static int parse_dur(const char *s, uint64_t *ms) {
+    if (!*s || !isdigit((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || v < 0) return -1;
+    double mult;
+    if (!*end || strcmp(end, "s") == 0) mult = 1000;
+    else if (strcmp(end, "ms") == 0) mult = 1;
+    else if (strcmp(end, "m") == 0) mult = 60000;
+    else if (strcmp(end, "h") == 0) mult = 3600000;
+    else return -1;
+    *ms = (uint64_t)(v * mult + 0.5);
+    return 0;
+}
+
+static int set_flag(config *cfg, const flag *f, const char *val, const char *origin, char *err, size_t errlen) {
+    char *at = (char *)cfg + f->offset;
+    uint64_t v;
+    switch (f->type) {
+    case T_STR:
+        if (strlen(val) >= f->size) {
+            snprintf(err, errlen, "%s %s: value too long", origin, f->name);
+            return -1;
+        }
+        strcpy(at, val);
+        return 0;
+    case T_U32:
+        if (parse_u64(val, &v) || v > UINT32_MAX) {
+            snprintf(err, errlen, "%s %s: %s is not an unsigned 32-bit integer", origin, f->name, val);
+            return -1;
+        }
+        *(uint32_t *)at = (uint32_t)v;
+        return 0;
+    case T_U64:
+        if (parse_u64(val, &v)) {
+            snprintf(err, errlen, "%s %s: %s is not an unsigned integer", origin, f->name, val);
+            return -1;
+        }
+        *(uint64_t *)at = v;
+        return 0;
+    case T_DUR:
+        if (parse_dur(val, &v)) {
+            snprintf(err, errlen, "%s %s: %s is not a duration (like 10s or 500ms)", origin, f->name, val);
+            return -1;
+        }
+        *(uint64_t *)at = v;
+        return 0;
+    }
+    return -1;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: xferd-c [flags]   (each flag also reads env XFERD_<FLAG>, e.g. XFERD_MAX_FRAME)\n");
+    for (size_t i = 0; i < NFLAGS; i++) fprintf(stderr, "  --%-22s %s\n", flags[i].name, flags[i].help);
+}
+
+int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->frame_addr, "127.0.0.1:7071");
+    strcpy(cfg->metrics_addr, "127.0.0.1:9102");
+    strcpy(cfg->store_spec, "mem");
+    cfg->max_file_size = 1ull << 30;
+    cfg->max_frame = FRAME_DEFAULT_MAX;
+    cfg->max_chunk = 4u << 20;
+    cfg->max_conns = 1024;
+    cfg->max_uploads = 1024;
+    cfg->read_timeout_ms = 10000;
+    cfg->upload_idle_timeout_ms = 60000;
+    cfg->io_threads = 2;
+    cfg->workers = 2;
+    strcpy(cfg->alloc, "glibc");
+
+    for (size_t i = 0; i < NFLAGS; i++) {
+        char env[64] = "XFERD_";
+        size_t k = 6;
+        for (const char *p = flags[i].name; *p && k < sizeof env - 1; p++)
+            env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[k] = '\0';
+        const char *v = getenv(env);
+        if (v && set_flag(cfg, &flags[i], v, env, err, errlen)) return -1;
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage();
+            return 1;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument %s", arg);
+            return -1;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t nl = eq ? (size_t)(eq - name) : strlen(name);
+        const flag *f = NULL;
+        for (size_t i = 0; i < NFLAGS; i++)
+            if (strlen(flags[i].name) == nl && strncmp(flags[i].name, name, nl) == 0) f = &flags[i];
+        if (!f) {
+            snprintf(err, errlen, "unknown flag %.*s", (int)nl + 2, arg);
+            return -1;
+        }
+        const char *val = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
+        if (!val) {
+            snprintf(err, errlen, "flag --%s needs a value", f->name);
+            return -1;
+        }
+        if (set_flag(cfg, f, val, "flag", err, errlen)) return -1;
+    }
+    /* derived values and ranges */
+    if (strcmp(cfg->store_spec, "mem") == 0) {
+        cfg->store = STORE_MEM;
+    } else if (strncmp(cfg->store_spec, "disk:", 5) == 0 && cfg->store_spec[5]) {
+        cfg->store = STORE_DISK;
+        snprintf(cfg->store_dir, sizeof cfg->store_dir, "%s", cfg->store_spec + 5);
+    } else {
+        snprintf(err, errlen, "--store %s: want mem or disk:DIR", cfg->store_spec);
+        return -1;
+    }
+    const char *allocs[] = {"glibc", "jemalloc", "tcmalloc", "mimalloc", "pool"};
+    int ok = 0;
+    for (size_t i = 0; i < 5; i++) ok |= strcmp(cfg->alloc, allocs[i]) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "--alloc %s: want glibc, jemalloc, tcmalloc, mimalloc or pool", cfg->alloc);
+        return -1;
+    }
+    if (cfg->io_threads < 1 || cfg->io_threads > CONFIG_MAX_THREADS || cfg->workers < 1 ||
+        cfg->workers > CONFIG_MAX_THREADS) {
+        snprintf(err, errlen, "--io-threads and --workers must be 1 ... %d", CONFIG_MAX_THREADS);
+        return -1;
+    }
+    if (cfg->max_frame < 64 || cfg->max_chunk < 1 || cfg->max_conns < 1 || cfg->max_uploads < 1) {
+        snprintf(err, errlen, "--max-frame must be at least 64; --max-chunk, --max-conns, --max-uploads at least 1");
+        return -1;
+    }
+    if (cfg->read_timeout_ms < 1 || cfg->upload_idle_timeout_ms < 1) {
+        snprintf(err, errlen, "timeouts must be positive");
+        return -1;
+    }
+    return 0;
+}

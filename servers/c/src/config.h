@@ -1,0 +1,35 @@
+/* config: flags and their XFERD_<FLAG> environment equivalents (the command line wins). */
+#ifndef XFERD_CONFIG_H
+#define XFERD_CONFIG_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+#define CONFIG_ADDR_MAX 128
+
+typedef struct {
+    char frame_addr[CONFIG_ADDR_MAX];
+    char metrics_addr[CONFIG_ADDR_MAX];
+    char store_spec[STORE_PATH_MAX + 8]; /* "mem" or "disk:DIR" */
+    store_kind store;
+    char store_dir[STORE_PATH_MAX];
+    uint64_t max_file_size;
+    uint32_t max_frame;
+    uint32_t max_chunk;
+    uint32_t max_conns;
+    uint32_t max_uploads;
+    uint64_t read_timeout_ms;
+    uint64_t upload_idle_timeout_ms;
+    uint32_t io_threads;
+    uint32_t workers;
+    char alloc[16]; /* glibc | jemalloc | tcmalloc | mimalloc | pool */
+} config;
+
+#define CONFIG_MAX_THREADS 64
+
+/* Fills cfg from defaults, then env, then argv. Returns 0; on a bad flag or value writes the message
+ * into err and returns -1 (exit status 2). Returns 1 for --help (usage printed). */
+int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,26 @@
+/* gen: synthetic content "gen:<size>:<seed>" (PROTOCOL.md "Generated content"). */
+#ifndef XFERD_GEN_H
+#define XFERD_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xerr.h"
+
+/* Word i of the stream for seed: splitmix64's output function of seed + (i+1)*golden gamma. */
+uint64_t gen_word(uint64_t seed, uint64_t i);
+
+/* Writes the content bytes [offset, offset+len) of any gen file with this seed. */
+void gen_fill(uint64_t seed, uint64_t offset, uint8_t *dst, size_t len);
+
+/* Parses a name that begins with "gen:". Returns 0 with *size and *seed set, or -1 with err set to
+ * invalid_argument (malformed, leading zeros, overflow, or size above max_size). */
+int gen_parse_name(const char *name, size_t len, uint64_t max_size, uint64_t *size, uint64_t *seed, xerr *err);
+
+/* CRC-32 (zlib) of the whole file gen:<size>:<seed>; recent results are cached (thread-safe). */
+uint32_t gen_crc(uint64_t size, uint64_t seed);
+
+/* Frees nothing (the cache is static) but resets it; for tests. */
+void gen_crc_cache_reset(void);
+
+#endif

@@ -1,0 +1,115 @@
+/* xferd-c: flags -> config; allocator choice and detection; store, listeners, threads; signals. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "allocdet.h"
+#include "config.h"
+#include "mem.h"
+#include "metrics.h"
+#include "net.h"
+#include "server.h"
+#include "stats.h"
+#include "store.h"
+
+#define XFERD_VERSION "0.1.0"
+#define MAIN_TICK_MS 250 /* how often idle uploads are expired */
+#define ERR_LEN 1024
+
+static int fail(int status, const char *fmt, const char *what) {
+    fprintf(stderr, "xferd-c: error: ");
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    return status;
+}
+
+static void fmt_ms(char *out, size_t cap, uint64_t ms) {
+    if (ms % 1000 == 0) snprintf(out, cap, "%llus", (unsigned long long)(ms / 1000));
+    else snprintf(out, cap, "%llums", (unsigned long long)ms);
+}
+
+int main(int argc, char **argv) {
+    static config cfg;
+    char err[ERR_LEN];
+    int pc = config_parse(&cfg, argc, argv, err, sizeof err);
+    if (pc < 0) return fail(2, "%s", err);
+    if (pc > 0) return 0;
+
+    /* 1. the allocator: preload (re-exec) when asked, then detect what really serves malloc */
+    if (allocdet_preload(cfg.alloc, argv, err, sizeof err) != 0) return fail(1, "%s", err);
+    unsetenv(ALLOCDET_MARKER_ENV);
+    char lib[512];
+    malloc_impl impl = allocdet_detect(lib, sizeof lib);
+    malloc_impl want = allocdet_expected(cfg.alloc);
+    if (impl != want) {
+        snprintf(err, sizeof err, "--alloc %s asked for %s, but malloc is served by %s (%s); refusing to start",
+                 cfg.alloc, allocdet_name(want), allocdet_name(impl), lib);
+        return fail(1, "%s", err);
+    }
+    int pool = strcmp(cfg.alloc, "pool") == 0;
+    mem_init(pool ? MEM_POOL : MEM_SYSTEM);
+
+    /* 2. signals: handled by this thread only (sigtimedwait); every thread inherits the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* 3. store and listeners */
+    store_config sc = {.kind = cfg.store, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk,
+                       .max_uploads = cfg.max_uploads, .upload_idle_timeout_ms = cfg.upload_idle_timeout_ms};
+    snprintf(sc.dir, sizeof sc.dir, "%s", cfg.store_dir);
+    store *st = store_open(&sc, err, sizeof err);
+    if (!st) return fail(1, "store: %s", err);
+    char frame_bound[64], metrics_bound[64];
+    int ffd = net_listen(cfg.frame_addr, frame_bound, sizeof frame_bound, err, sizeof err);
+    if (ffd < 0) return fail(1, "frame listener: %s", err);
+    int mfd = net_listen(cfg.metrics_addr, metrics_bound, sizeof metrics_bound, err, sizeof err);
+    if (mfd < 0) return fail(1, "metrics listener: %s", err);
+
+    server_config svc = {.hc = {.st = st, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk},
+                         .max_frame = cfg.max_frame, .max_conns = cfg.max_conns,
+                         .read_timeout_ms = cfg.read_timeout_ms, .io_threads = cfg.io_threads,
+                         .workers = cfg.workers};
+    server *srv = server_start(&svc, ffd, err, sizeof err);
+    if (!srv) return fail(1, "%s", err);
+    metrics_info mi = {.version = XFERD_VERSION, .impl = impl, .pool = pool,
+                       .alloc_label = pool ? "pool" : allocdet_name(impl)};
+    metrics_server *ms = metrics_start(mfd, &mi, err, sizeof err);
+    if (!ms) return fail(1, "%s", err);
+
+    /* 4. the one startup line */
+    char env[2048], rt[32], it[32];
+    allocdet_env(env, sizeof env);
+    fmt_ms(rt, sizeof rt, cfg.read_timeout_ms);
+    fmt_ms(it, sizeof it, cfg.upload_idle_timeout_ms);
+    fprintf(stderr,
+            "xferd-c ready frame=%s metrics=%s store=%s alloc=%s io_threads=%u workers=%u max_frame=%u "
+            "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u read_timeout=%s upload_idle_timeout=%s "
+            "malloc=%s malloc_lib=%s version=%s env=%s\n",
+            frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.io_threads,
+            cfg.workers, cfg.max_frame, cfg.max_chunk, (unsigned long long)cfg.max_file_size, cfg.max_conns,
+            cfg.max_uploads, rt, it, allocdet_name(impl), lib, XFERD_VERSION, env);
+    fflush(stderr);
+
+    /* 5. wait for SIGTERM/SIGINT, expiring idle uploads meanwhile */
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = MAIN_TICK_MS * 1000000L};
+    for (;;) {
+        int sig = sigtimedwait(&set, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) break;
+        store_expire(st, store_now_ms());
+    }
+
+    /* 6. graceful stop; free everything so LeakSanitizer has nothing to report */
+    metrics_stop(ms);
+    server_stop(srv);
+    store_close(st);
+    stats_shutdown();
+    mem_shutdown();
+    return 0;
+}

@@ -1,0 +1,94 @@
+/* mem: malloc or the pool, counted per thread. */
+#include "mem.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "pool.h"
+
+typedef struct counter_block {
+    _Atomic uint64_t gets;
+    struct counter_block *next;
+} counter_block;
+
+static mem_mode mode = MEM_SYSTEM;
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static counter_block *blocks; /* every thread's counters, kept after the thread ends */
+static _Atomic uint64_t orphan_gets; /* counts of threads that could not get a block */
+static _Thread_local counter_block *mine;
+
+void mem_init(mem_mode m) { mode = m; }
+mem_mode mem_get_mode(void) { return mode; }
+
+static void count_get(void) {
+    if (!mine) {
+        counter_block *b = calloc(1, sizeof *b);
+        if (!b) {
+            atomic_fetch_add_explicit(&orphan_gets, 1, memory_order_relaxed);
+            return;
+        }
+        pthread_mutex_lock(&reg_mu);
+        b->next = blocks;
+        blocks = b;
+        pthread_mutex_unlock(&reg_mu);
+        mine = b;
+    }
+    atomic_store_explicit(&mine->gets, atomic_load_explicit(&mine->gets, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+void *mem_alloc(size_t n) {
+    if (mode == MEM_POOL) return pool_alloc(n);
+    count_get();
+    return malloc(n ? n : 1);
+}
+
+void mem_free(void *p) {
+    if (mode == MEM_POOL) pool_free(p);
+    else free(p);
+}
+
+static void *pb_alloc(void *data, size_t n) {
+    (void)data;
+    return mem_alloc(n);
+}
+static void pb_free(void *data, void *p) {
+    (void)data;
+    mem_free(p);
+}
+static ProtobufCAllocator pb_allocator = {.alloc = pb_alloc, .free = pb_free, .allocator_data = NULL};
+
+ProtobufCAllocator *mem_pb_allocator(void) { return &pb_allocator; }
+
+void mem_thread_flush(void) {
+    if (mode == MEM_POOL) pool_thread_flush();
+}
+
+void mem_counts_get(mem_counts *out) {
+    if (mode == MEM_POOL) {
+        pool_stats ps;
+        pool_stats_get(&ps);
+        out->gets = ps.gets;
+        out->news = ps.news;
+        return;
+    }
+    uint64_t g = atomic_load_explicit(&orphan_gets, memory_order_relaxed);
+    pthread_mutex_lock(&reg_mu);
+    for (counter_block *b = blocks; b; b = b->next) g += atomic_load_explicit(&b->gets, memory_order_relaxed);
+    pthread_mutex_unlock(&reg_mu);
+    out->gets = g;
+    out->news = g;
+}
+
+void mem_shutdown(void) {
+    pthread_mutex_lock(&reg_mu);
+    while (blocks) {
+        counter_block *next = blocks->next;
+        free(blocks);
+        blocks = next;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    mine = NULL;
+    if (mode == MEM_POOL) pool_destroy();
+}

@@ -1,0 +1,68 @@
+/* net: listen, non-blocking, nodelay. */
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int net_set_nonblock(int fd, char *err, size_t errlen) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "fcntl O_NONBLOCK: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void net_set_nodelay(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int net_listen(const char *addr, char *bound, size_t boundlen, char *err, size_t errlen) {
+    char host[128];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        snprintf(err, errlen, "address %s: want host:port", addr);
+        return -1;
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || port < 0 || port > 65535) {
+        snprintf(err, errlen, "address %s: bad port", addr);
+        return -1;
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (strcmp(host, "localhost") == 0 || host[0] == '\0') strcpy(host, "127.0.0.1");
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "address %s: host must be an IPv4 address", addr);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, NET_BACKLOG) < 0) {
+        snprintf(err, errlen, "listening on %s: %s", addr, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+    snprintf(bound, boundlen, "%s:%u", ip, ntohs(sa.sin_port));
+    return fd;
+}

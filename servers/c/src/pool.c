@@ -1,0 +1,288 @@
+/* pool: per-thread slab caches with batched cross-thread frees. */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_MAGIC 0x706f6f6cu /* "pool" */
+#define POOL_LARGE 0xffffffffu /* class of a block that bypasses the caches */
+#define POOL_MIN_BLOCK 64u
+#define POOL_NCLASSES 80       /* enough quarter-power classes to reach POOL_MAX_BLOCK */
+
+typedef struct pool_cache pool_cache;
+
+typedef struct {
+    pool_cache *owner;
+    uint32_t cls;
+    uint32_t magic;
+} pool_hdr; /* 16 bytes: payload stays 16-byte aligned */
+
+typedef struct free_block { struct free_block *next; } free_block;
+
+struct pool_cache {
+    unsigned id;
+    free_block *free[POOL_NCLASSES];
+    uint32_t nfree[POOL_NCLASSES];
+    /* foreign frees waiting to go back to their owner, by owner id */
+    free_block *batch_head[POOL_MAX_THREADS];
+    free_block *batch_tail[POOL_MAX_THREADS];
+    uint32_t batch_n[POOL_MAX_THREADS];
+    /* blocks other threads returned to this one */
+    pthread_mutex_t rmu;
+    free_block *remote;
+    _Atomic uint32_t nremote;
+    /* counters written by this thread only */
+    _Atomic uint64_t gets, news, remote_frees;
+    _Atomic int64_t allocated, resident;
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_cache *caches[POOL_MAX_THREADS];
+static unsigned ncaches;
+static _Thread_local pool_cache *tc;
+
+static inline void ctr_add_u(_Atomic uint64_t *c, uint64_t d) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+}
+static inline void ctr_add_i(_Atomic int64_t *c, int64_t d) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
+/* Class index and block size (header included) for a block of at least n bytes. */
+static uint32_t size_class(size_t n, size_t *block) {
+    if (n <= POOL_MIN_BLOCK) { *block = POOL_MIN_BLOCK; return 0; }
+    unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1)); /* n-1 in [2^k, 2^(k+1)) */
+    size_t sub = ((n - 1) >> (k - 2)) & 3;
+    *block = (size_t)(5 + sub) << (k - 2);
+    return 1 + (k - 6) * 4 + (uint32_t)sub;
+}
+
+static size_t class_block(uint32_t cls) {
+    if (cls == 0) return POOL_MIN_BLOCK;
+    unsigned k = (cls - 1) / 4 + 6, sub = (cls - 1) % 4;
+    return (size_t)(5 + sub) << (k - 2);
+}
+
+static uint32_t class_cap(uint32_t cls) {
+    size_t b = class_block(cls), n = POOL_CLASS_BYTES / b;
+    if (n < POOL_CLASS_MIN_BLOCKS) n = POOL_CLASS_MIN_BLOCKS;
+    if (n > POOL_CLASS_MAX_BLOCKS) n = POOL_CLASS_MAX_BLOCKS;
+    return (uint32_t)n;
+}
+
+static pool_cache *cache_get(void) {
+    if (tc) return tc;
+    pool_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    pthread_mutex_init(&c->rmu, NULL);
+    pthread_mutex_lock(&reg_mu);
+    if (ncaches >= POOL_MAX_THREADS) {
+        pthread_mutex_unlock(&reg_mu);
+        pthread_mutex_destroy(&c->rmu);
+        free(c);
+        return NULL;
+    }
+    c->id = ncaches;
+    caches[ncaches++] = c;
+    pthread_mutex_unlock(&reg_mu);
+    tc = c;
+    return c;
+}
+
+static inline pool_hdr *hdr_of(free_block *b) { return (pool_hdr *)((char *)b - sizeof(pool_hdr)); }
+
+/* Puts a block owned by c (the calling thread's cache) on its free list, or frees it when full. */
+static void local_put(pool_cache *c, pool_hdr *h) {
+    uint32_t cls = h->cls;
+    if (c->nfree[cls] >= class_cap(cls)) {
+        ctr_add_i(&c->resident, -(int64_t)class_block(cls));
+        free(h);
+        return;
+    }
+    free_block *b = (free_block *)(h + 1);
+    b->next = c->free[cls];
+    c->free[cls] = b;
+    c->nfree[cls]++;
+}
+
+/* Takes every block other threads returned to c. */
+static void drain_remote(pool_cache *c) {
+    if (atomic_load_explicit(&c->nremote, memory_order_acquire) == 0) return;
+    pthread_mutex_lock(&c->rmu);
+    free_block *list = c->remote;
+    c->remote = NULL;
+    atomic_store_explicit(&c->nremote, 0, memory_order_release);
+    pthread_mutex_unlock(&c->rmu);
+    while (list) {
+        free_block *next = list->next;
+        local_put(c, hdr_of(list));
+        list = next;
+    }
+}
+
+static void flush_batch(pool_cache *c, unsigned owner_id) {
+    if (!c->batch_n[owner_id]) return;
+    pool_cache *o = caches[owner_id];
+    pthread_mutex_lock(&o->rmu);
+    c->batch_tail[owner_id]->next = o->remote;
+    o->remote = c->batch_head[owner_id];
+    atomic_fetch_add_explicit(&o->nremote, c->batch_n[owner_id], memory_order_release);
+    pthread_mutex_unlock(&o->rmu);
+    c->batch_head[owner_id] = c->batch_tail[owner_id] = NULL;
+    c->batch_n[owner_id] = 0;
+}
+
+void *pool_alloc(size_t n) {
+    pool_cache *c = cache_get();
+    size_t need = n + sizeof(pool_hdr);
+    if (need < n) return NULL;
+    if (!c || need > POOL_MAX_BLOCK) {
+        pool_hdr *h = malloc(need);
+        if (!h) return NULL;
+        h->cls = POOL_LARGE;
+        h->magic = POOL_MAGIC;
+        /* large blocks are counted by the allocating thread's cache when it has one */
+        if (c) {
+            ctr_add_u(&c->gets, 1);
+            ctr_add_u(&c->news, 1);
+            ctr_add_i(&c->allocated, (int64_t)need);
+            ctr_add_i(&c->resident, (int64_t)need);
+        }
+        /* remember the size for the counters at free time in the class slot's place */
+        h->owner = (pool_cache *)(uintptr_t)need;
+        return h + 1;
+    }
+    size_t block;
+    uint32_t cls = size_class(need, &block);
+    ctr_add_u(&c->gets, 1);
+    ctr_add_i(&c->allocated, (int64_t)block);
+    if (!c->free[cls]) drain_remote(c);
+    free_block *b = c->free[cls];
+    if (b) {
+        c->free[cls] = b->next;
+        c->nfree[cls]--;
+        return b;
+    }
+    pool_hdr *h = malloc(block);
+    if (!h) {
+        ctr_add_i(&c->allocated, -(int64_t)block);
+        return NULL;
+    }
+    ctr_add_u(&c->news, 1);
+    ctr_add_i(&c->resident, (int64_t)block);
+    h->owner = c;
+    h->cls = cls;
+    h->magic = POOL_MAGIC;
+    return h + 1;
+}
+
+void pool_free(void *p) {
+    if (!p) return;
+    pool_hdr *h = (pool_hdr *)p - 1;
+    if (h->magic != POOL_MAGIC) abort(); /* not a pool block: a bug, never continue with a corrupt heap */
+    pool_cache *c = cache_get();
+    if (h->cls == POOL_LARGE) {
+        int64_t need = (int64_t)(uintptr_t)h->owner;
+        if (c) {
+            ctr_add_i(&c->allocated, -need);
+            ctr_add_i(&c->resident, -need);
+        }
+        h->magic = 0;
+        free(h);
+        return;
+    }
+    size_t block = class_block(h->cls);
+    if (!c) { /* no cache for this thread: hand the block straight back to its owner */
+        pool_cache *o = h->owner;
+        free_block *b = (free_block *)p;
+        pthread_mutex_lock(&o->rmu);
+        b->next = o->remote;
+        o->remote = b;
+        atomic_fetch_add_explicit(&o->nremote, 1, memory_order_release);
+        pthread_mutex_unlock(&o->rmu);
+        return;
+    }
+    ctr_add_i(&c->allocated, -(int64_t)block);
+    if (h->owner == c) {
+        local_put(c, h);
+        return;
+    }
+    /* a foreign block: batch it for its owner (it stays resident: the pool still holds it) */
+    ctr_add_u(&c->remote_frees, 1);
+    unsigned oid = h->owner->id;
+    free_block *b = (free_block *)p;
+    b->next = NULL;
+    if (c->batch_tail[oid]) c->batch_tail[oid]->next = b;
+    else c->batch_head[oid] = b;
+    c->batch_tail[oid] = b;
+    if (++c->batch_n[oid] >= POOL_REMOTE_BATCH) flush_batch(c, oid);
+}
+
+void pool_thread_flush(void) {
+    pool_cache *c = tc;
+    if (!c) return;
+    unsigned n;
+    pthread_mutex_lock(&reg_mu);
+    n = ncaches;
+    pthread_mutex_unlock(&reg_mu);
+    for (unsigned i = 0; i < n; i++) flush_batch(c, i);
+    drain_remote(c);
+}
+
+void pool_stats_get(pool_stats *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&reg_mu);
+    for (unsigned i = 0; i < ncaches; i++) {
+        pool_cache *c = caches[i];
+        out->gets += atomic_load_explicit(&c->gets, memory_order_relaxed);
+        out->news += atomic_load_explicit(&c->news, memory_order_relaxed);
+        out->remote_frees += atomic_load_explicit(&c->remote_frees, memory_order_relaxed);
+        out->allocated += atomic_load_explicit(&c->allocated, memory_order_relaxed);
+        out->resident += atomic_load_explicit(&c->resident, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+void pool_destroy(void) {
+    pthread_mutex_lock(&reg_mu);
+    /* first hand every pending batch to its owner, then free every list */
+    for (unsigned i = 0; i < ncaches; i++) {
+        pool_cache *c = caches[i];
+        for (unsigned j = 0; j < ncaches; j++) {
+            free_block *b = c->batch_head[j];
+            while (b) {
+                free_block *next = b->next;
+                free(hdr_of(b));
+                b = next;
+            }
+            c->batch_head[j] = c->batch_tail[j] = NULL;
+            c->batch_n[j] = 0;
+        }
+    }
+    for (unsigned i = 0; i < ncaches; i++) {
+        pool_cache *c = caches[i];
+        for (unsigned k = 0; k < POOL_NCLASSES; k++) {
+            free_block *b = c->free[k];
+            while (b) {
+                free_block *next = b->next;
+                free(hdr_of(b));
+                b = next;
+            }
+        }
+        free_block *b = c->remote;
+        while (b) {
+            free_block *next = b->next;
+            free(hdr_of(b));
+            b = next;
+        }
+        pthread_mutex_destroy(&c->rmu);
+        free(c);
+        caches[i] = NULL;
+    }
+    ncaches = 0;
+    pthread_mutex_unlock(&reg_mu);
+    tc = NULL;
+}

@@ -1,0 +1,687 @@
+/* server: acceptor, event loops, workers. */
+#include "server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "mem.h"
+#include "net.h"
+#include "stats.h"
+#include "xfer/v1/frame.pb-c.h"
+
+#define WRITE_IOV_MAX 64
+
+typedef struct loop loop;
+
+typedef struct out_buf {
+    struct out_buf *next;
+    uint8_t *data; /* mem_alloc'd (by a worker, usually) */
+    size_t len, off;
+} out_buf;
+
+typedef struct conn {
+    int fd;
+    loop *lp;
+    int refs; /* loop thread only: 1 while open + 1 per call in flight */
+    bool closed, closing, paused, want_out, eof; /* closing: after a connection error; eof: peer half-closed */
+    uint8_t *rbuf;
+    size_t rcap, rlen, rpos;
+    uint64_t frame_start_ms; /* when the pending partial frame began, 0 when none */
+    out_buf *out_head, *out_tail;
+    size_t out_bytes;
+    int pending;
+    struct conn *prev, *next;
+} conn;
+
+typedef struct job {
+    struct job *next;
+    conn *c;
+    uint8_t *frame; /* request frame: allocated on the loop thread, freed on the worker */
+    size_t len;
+    Xfer__V1__RequestHeader *hdr;
+    method_id m;
+    uint64_t t0_ns;
+    handler_result res;
+} job;
+
+typedef struct newconn {
+    struct newconn *next;
+    int fd;
+} newconn;
+
+struct loop {
+    server *srv;
+    pthread_t th;
+    int epfd, evfd;
+    pthread_mutex_t mu; /* guards the two queues below */
+    newconn *incoming;
+    job *done_head, *done_tail;
+    conn *conns;
+    size_t nconns;
+};
+
+struct server {
+    server_config cfg;
+    int listen_fd, stop_fd; /* stop_fd wakes the acceptor */
+    pthread_t acceptor;
+    loop *loops;
+    pthread_t *workers;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    job *work_head, *work_tail;
+    bool workers_stop;
+    _Atomic bool loops_stop, draining;
+    unsigned rr;
+};
+
+static uint64_t now_ms(void) { return stats_now_ns() / 1000000u; }
+
+static void wake(int evfd) {
+    uint64_t one = 1;
+    ssize_t n = write(evfd, &one, sizeof one);
+    (void)n; /* a full counter still wakes the reader */
+}
+
+/* ---------------- connections (loop thread) ---------------- */
+
+static void conn_update_events(conn *c) {
+    if (c->closed) return;
+    struct epoll_event ev = {.events = 0, .data.ptr = c};
+    if (!c->paused && !c->closing && !c->eof) ev.events |= EPOLLIN | EPOLLRDHUP;
+    if (c->want_out) ev.events |= EPOLLOUT;
+    epoll_ctl(c->lp->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void conn_free(conn *c) {
+    mem_free(c->rbuf);
+    free(c);
+}
+
+static void conn_unref(conn *c) {
+    if (--c->refs == 0) conn_free(c);
+}
+
+static void conn_close(conn *c) {
+    if (c->closed) return;
+    c->closed = true;
+    epoll_ctl(c->lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    for (out_buf *o = c->out_head; o;) {
+        out_buf *n = o->next;
+        mem_free(o->data);
+        free(o);
+        o = n;
+    }
+    c->out_head = c->out_tail = NULL;
+    c->out_bytes = 0;
+    mem_free(c->rbuf);
+    c->rbuf = NULL;
+    c->rcap = c->rlen = c->rpos = 0;
+    if (c->prev) c->prev->next = c->next;
+    else c->lp->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->lp->nconns--;
+    atomic_fetch_sub(&stats_connections, 1);
+    conn_unref(c);
+}
+
+/* After the last byte of a closing connection went out: half-close, drop unread input, close. */
+static void conn_finish(conn *c) {
+    shutdown(c->fd, SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+    conn_close(c);
+}
+
+static void conn_maybe_resume(conn *c) {
+    if (c->paused && c->pending < CONN_MAX_PENDING && c->out_bytes < CONN_MAX_OUT_BYTES) {
+        c->paused = false;
+        if (c->rlen > c->rpos) c->frame_start_ms = now_ms(); /* the client wasn't the slow one */
+        conn_update_events(c);
+    }
+}
+
+static void conn_flush(conn *c) {
+    while (c->out_head && !c->closed) {
+        struct iovec iov[WRITE_IOV_MAX];
+        int n = 0;
+        for (out_buf *o = c->out_head; o && n < WRITE_IOV_MAX; o = o->next, n++) {
+            iov[n].iov_base = o->data + o->off;
+            iov[n].iov_len = o->len - o->off;
+        }
+        ssize_t w = writev(c->fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!c->want_out) {
+                    c->want_out = true;
+                    conn_update_events(c);
+                }
+                return;
+            }
+            conn_close(c); /* peer gone */
+            return;
+        }
+        size_t left = (size_t)w;
+        while (left && c->out_head) {
+            out_buf *o = c->out_head;
+            size_t k = o->len - o->off < left ? o->len - o->off : left;
+            o->off += k;
+            left -= k;
+            c->out_bytes -= k;
+            if (o->off == o->len) {
+                c->out_head = o->next;
+                if (!c->out_head) c->out_tail = NULL;
+                mem_free(o->data); /* a worker allocated it: the cross-thread free */
+                free(o);
+            }
+        }
+    }
+    if (c->closed) return;
+    if (c->want_out) {
+        c->want_out = false;
+        conn_update_events(c);
+    }
+    if (c->closing) {
+        conn_finish(c);
+        return;
+    }
+    if (c->eof) {
+        if (c->pending == 0) conn_close(c); /* every answer to a half-closed peer is out */
+        return;
+    }
+    conn_maybe_resume(c);
+}
+
+static void conn_queue(conn *c, uint8_t *data, size_t len) {
+    out_buf *o = malloc(sizeof *o);
+    if (!o) {
+        mem_free(data);
+        conn_close(c);
+        return;
+    }
+    o->next = NULL;
+    o->data = data;
+    o->len = len;
+    o->off = 0;
+    if (c->out_tail) c->out_tail->next = o;
+    else c->out_head = o;
+    c->out_tail = o;
+    c->out_bytes += len;
+}
+
+/* A connection error: one response with seq 0 and method "", then close. */
+static void conn_error(conn *c, const char *msg) {
+    size_t len;
+    uint8_t *f = encode_error_frame("", 0, msg, &len);
+    c->closing = true;
+    conn_update_events(c);
+    if (!f) {
+        conn_close(c);
+        return;
+    }
+    conn_queue(c, f, len);
+    if (!c->closed) conn_flush(c);
+}
+
+/* Hands one complete frame (ownership passes) to the workers; -1 when the connection errored. */
+static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
+    server *s = c->lp->srv;
+    frame_parts p;
+    frame_split(frame, len, &p);
+    Xfer__V1__RequestHeader *hdr = xfer__v1__request_header__unpack(mem_pb_allocator(), p.header_len, p.header);
+    if (!hdr) {
+        mem_free(frame);
+        conn_error(c, "invalid_argument: malformed request header");
+        return -1;
+    }
+    job *j = malloc(sizeof *j);
+    if (!j) {
+        xfer__v1__request_header__free_unpacked(hdr, mem_pb_allocator());
+        mem_free(frame);
+        conn_error(c, "internal: out of memory queueing a call");
+        return -1;
+    }
+    memset(j, 0, sizeof *j);
+    j->c = c;
+    j->frame = frame;
+    j->len = len;
+    j->hdr = hdr;
+    j->m = method_lookup(hdr->method);
+    j->t0_ns = stats_now_ns();
+    c->refs++;
+    c->pending++;
+    atomic_fetch_add(&stats_inflight, 1);
+    pthread_mutex_lock(&s->wmu);
+    if (s->work_tail) s->work_tail->next = j;
+    else s->work_head = j;
+    s->work_tail = j;
+    pthread_cond_signal(&s->wcv);
+    pthread_mutex_unlock(&s->wmu);
+    if (c->pending >= CONN_MAX_PENDING && !c->paused) {
+        c->paused = true;
+        conn_update_events(c);
+    }
+    return 0;
+}
+
+/* Parses every complete frame in the read buffer. */
+static void conn_parse(conn *c) {
+    server *s = c->lp->srv;
+    while (!c->closed && !c->closing && c->rpos < c->rlen) {
+        size_t total;
+        xerr e;
+        frame_status st = frame_parse(c->rbuf + c->rpos, c->rlen - c->rpos, s->cfg.max_frame, &total, &e);
+        if (st == FRAME_ERROR) {
+            conn_error(c, e.msg);
+            return;
+        }
+        if (st == FRAME_NEED_MORE) {
+            if (!c->frame_start_ms) c->frame_start_ms = now_ms();
+            size_t have = c->rlen - c->rpos;
+            if (total > c->rcap - c->rpos || (c->rpos && c->rcap - c->rlen < FRAME_PREFIX_LEN)) {
+                if (total > c->rcap) { /* an exact buffer for this frame, handed off whole when complete */
+                    uint8_t *nb = mem_alloc(total);
+                    if (!nb) {
+                        conn_error(c, "internal: out of memory for a frame");
+                        return;
+                    }
+                    memcpy(nb, c->rbuf + c->rpos, have);
+                    mem_free(c->rbuf);
+                    c->rbuf = nb;
+                    c->rcap = total;
+                } else {
+                    memmove(c->rbuf, c->rbuf + c->rpos, have);
+                }
+                c->rpos = 0;
+                c->rlen = have;
+            }
+            return;
+        }
+        uint8_t *frame;
+        if (c->rpos == 0 && total == c->rlen && c->rcap > CONN_RBUF_SIZE) {
+            frame = c->rbuf; /* zero copy: the exact buffer becomes the request */
+            c->rbuf = mem_alloc(CONN_RBUF_SIZE);
+            c->rcap = c->rbuf ? CONN_RBUF_SIZE : 0;
+            c->rlen = c->rpos = 0;
+            if (!c->rbuf) {
+                mem_free(frame);
+                conn_error(c, "internal: out of memory for a read buffer");
+                return;
+            }
+        } else {
+            frame = mem_alloc(total);
+            if (!frame) {
+                conn_error(c, "internal: out of memory for a frame");
+                return;
+            }
+            memcpy(frame, c->rbuf + c->rpos, total);
+            c->rpos += total;
+        }
+        c->frame_start_ms = 0;
+        if (conn_dispatch(c, frame, total) != 0) return;
+    }
+    if (!c->closed && c->rpos == c->rlen) {
+        c->rpos = c->rlen = 0;
+        c->frame_start_ms = 0;
+    }
+}
+
+static void conn_read(conn *c) {
+    for (int r = 0; r < LOOP_READS_PER_EVENT && !c->closed && !c->closing && !c->paused && !c->eof; r++) {
+        if (c->rlen == c->rcap) { /* full of complete frames waiting? parse first */
+            conn_parse(c);
+            if (c->closed || c->closing || c->paused || c->rlen == c->rcap) return;
+        }
+        ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+        if (n == 0) { /* the peer is done sending: answer what it sent, then close */
+            c->eof = true;
+            if (c->pending == 0 && !c->out_head) conn_close(c);
+            else conn_update_events(c);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) conn_close(c);
+            return;
+        }
+        c->rlen += (size_t)n;
+        if (atomic_load(&c->lp->srv->draining)) { /* shutting down: take no new calls */
+            c->rpos = c->rlen = 0;
+            continue;
+        }
+        conn_parse(c);
+    }
+}
+
+/* ---------------- loop thread ---------------- */
+
+static void loop_take_incoming(loop *lp) {
+    pthread_mutex_lock(&lp->mu);
+    newconn *list = lp->incoming;
+    lp->incoming = NULL;
+    job *done = lp->done_head;
+    lp->done_head = lp->done_tail = NULL;
+    pthread_mutex_unlock(&lp->mu);
+
+    while (list) {
+        newconn *n = list->next;
+        conn *c = calloc(1, sizeof *c);
+        uint8_t *rb = c ? mem_alloc(CONN_RBUF_SIZE) : NULL;
+        if (!c || !rb) {
+            free(c);
+            close(list->fd);
+            atomic_fetch_sub(&stats_connections, 1);
+        } else {
+            c->fd = list->fd;
+            c->lp = lp;
+            c->refs = 1;
+            c->rbuf = rb;
+            c->rcap = CONN_RBUF_SIZE;
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+            if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+                close(c->fd);
+                conn_free(c);
+                atomic_fetch_sub(&stats_connections, 1);
+            } else {
+                c->next = lp->conns;
+                if (lp->conns) lp->conns->prev = c;
+                lp->conns = c;
+                lp->nconns++;
+            }
+        }
+        free(list);
+        list = n;
+    }
+
+    while (done) {
+        job *n = done->next;
+        conn *c = done->c;
+        c->pending--;
+        atomic_fetch_sub(&stats_inflight, 1);
+        if (c->closed || c->closing || !done->res.frame) {
+            mem_free(done->res.frame);
+            if (!done->res.frame && !c->closed) conn_close(c); /* no response could be built */
+        } else {
+            conn_queue(c, done->res.frame, done->res.len);
+            if (!c->closed) conn_flush(c);
+        }
+        if (!c->closed && c->eof && c->pending == 0 && !c->out_head) conn_close(c);
+        if (!c->closed && !c->closing && !c->eof) conn_maybe_resume(c);
+        conn_unref(c);
+        free(done);
+        done = n;
+    }
+}
+
+static void loop_sweep(loop *lp, uint64_t now) {
+    uint64_t limit = lp->srv->cfg.read_timeout_ms;
+    for (conn *c = lp->conns, *n; c; c = n) {
+        n = c->next;
+        if (!c->paused && c->frame_start_ms && now - c->frame_start_ms >= limit) conn_close(c);
+    }
+}
+
+static void *loop_main(void *arg) {
+    loop *lp = arg;
+    struct epoll_event evs[LOOP_MAX_EVENTS];
+    uint64_t last_sweep = now_ms();
+    while (!atomic_load(&lp->srv->loops_stop)) {
+        mem_thread_flush();
+        int n = epoll_wait(lp->epfd, evs, LOOP_MAX_EVENTS, LOOP_TICK_MS);
+        if (n < 0 && errno != EINTR) break;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == NULL) {
+                uint64_t v;
+                ssize_t r = read(lp->evfd, &v, sizeof v);
+                (void)r;
+                loop_take_incoming(lp);
+                continue;
+            }
+            conn *c = evs[i].data.ptr;
+            if (c->closed) continue;
+            c->refs++; /* keep c valid across this event */
+            if (evs[i].events & EPOLLOUT) conn_flush(c);
+            if (!c->closed && (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) conn_read(c);
+            if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && !c->out_head) conn_close(c);
+            conn_unref(c);
+        }
+        loop_take_incoming(lp);
+        uint64_t now = now_ms();
+        if (now - last_sweep >= LOOP_TICK_MS) {
+            loop_sweep(lp, now);
+            last_sweep = now;
+        }
+    }
+    mem_thread_flush();
+    return NULL;
+}
+
+/* ---------------- workers ---------------- */
+
+static void *worker_main(void *arg) {
+    server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->wmu);
+        while (!s->work_head && !s->workers_stop) {
+            pthread_mutex_unlock(&s->wmu);
+            mem_thread_flush(); /* hand foreign frees back before sleeping */
+            pthread_mutex_lock(&s->wmu);
+            if (s->work_head || s->workers_stop) break;
+            pthread_cond_wait(&s->wcv, &s->wmu);
+        }
+        job *j = s->work_head;
+        if (!j) {
+            pthread_mutex_unlock(&s->wmu);
+            break;
+        }
+        s->work_head = j->next;
+        if (!s->work_head) s->work_tail = NULL;
+        pthread_mutex_unlock(&s->wmu);
+        j->next = NULL;
+
+        frame_parts p;
+        frame_split(j->frame, j->len, &p);
+        if (handle_request(&s->cfg.hc, j->m, j->hdr->method, j->hdr->seq, p.body, p.body_len, &j->res) != 0) {
+            j->res.frame = NULL;
+            j->res.code = XERR_INTERNAL;
+        }
+        /* the request buffer and its decoded header were allocated on the loop thread */
+        mem_free(j->frame);
+        j->frame = NULL;
+        xfer__v1__request_header__free_unpacked(j->hdr, mem_pb_allocator());
+        j->hdr = NULL;
+        stats_record(j->m, j->res.code, stats_now_ns() - j->t0_ns, j->res.in_bytes, j->res.out_bytes);
+
+        loop *lp = j->c->lp;
+        pthread_mutex_lock(&lp->mu);
+        bool was_empty = lp->done_head == NULL;
+        if (lp->done_tail) lp->done_tail->next = j;
+        else lp->done_head = j;
+        lp->done_tail = j;
+        pthread_mutex_unlock(&lp->mu);
+        if (was_empty) wake(lp->evfd);
+    }
+    mem_thread_flush();
+    return NULL;
+}
+
+/* ---------------- acceptor ---------------- */
+
+static void refuse(int fd, uint32_t limit) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "resource_exhausted: too many connections (limit %u)", limit);
+    size_t len;
+    uint8_t *f = encode_error_frame("", 0, msg, &len);
+    if (f) {
+        ssize_t w = send(fd, f, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w;
+        mem_free(f);
+    }
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+    close(fd);
+}
+
+static void *acceptor_main(void *arg) {
+    server *s = arg;
+    struct pollfd pf[2] = {{.fd = s->listen_fd, .events = POLLIN}, {.fd = s->stop_fd, .events = POLLIN}};
+    for (;;) {
+        mem_thread_flush();
+        int n = poll(pf, 2, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (pf[1].revents) break;
+        for (int k = 0; k < 64; k++) {
+            int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) break; /* EAGAIN, or a transient error such as EMFILE: poll again */
+            if (atomic_load(&stats_connections) >= (int64_t)s->cfg.max_conns) {
+                refuse(fd, s->cfg.max_conns);
+                continue;
+            }
+            net_set_nodelay(fd);
+            newconn *nc = malloc(sizeof *nc);
+            if (!nc) {
+                close(fd);
+                continue;
+            }
+            atomic_fetch_add(&stats_connections, 1);
+            nc->fd = fd;
+            loop *lp = &s->loops[s->rr++ % s->cfg.io_threads];
+            pthread_mutex_lock(&lp->mu);
+            nc->next = lp->incoming;
+            lp->incoming = nc;
+            pthread_mutex_unlock(&lp->mu);
+            wake(lp->evfd);
+        }
+    }
+    mem_thread_flush();
+    return NULL;
+}
+
+/* ---------------- start / stop ---------------- */
+
+server *server_start(const server_config *cfg, int frame_fd, char *err, size_t errlen) {
+    server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        close(frame_fd);
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->listen_fd = frame_fd;
+    s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&s->wmu, NULL);
+    pthread_cond_init(&s->wcv, NULL);
+    s->loops = calloc(cfg->io_threads, sizeof *s->loops);
+    s->workers = calloc(cfg->workers, sizeof *s->workers);
+    if (s->stop_fd < 0 || !s->loops || !s->workers) {
+        snprintf(err, errlen, "out of memory or eventfd: %s", strerror(errno));
+        goto fail_early;
+    }
+    for (uint32_t i = 0; i < cfg->io_threads; i++) {
+        loop *lp = &s->loops[i];
+        lp->srv = s;
+        pthread_mutex_init(&lp->mu, NULL);
+        lp->epfd = epoll_create1(EPOLL_CLOEXEC);
+        lp->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        if (lp->epfd < 0 || lp->evfd < 0 || epoll_ctl(lp->epfd, EPOLL_CTL_ADD, lp->evfd, &ev) != 0) {
+            snprintf(err, errlen, "epoll/eventfd: %s", strerror(errno));
+            goto fail_early;
+        }
+    }
+    for (uint32_t i = 0; i < cfg->workers; i++)
+        if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0) {
+            snprintf(err, errlen, "starting worker threads failed");
+            goto fail_early; /* not reached in practice; threads started so far would leak */
+        }
+    for (uint32_t i = 0; i < cfg->io_threads; i++)
+        if (pthread_create(&s->loops[i].th, NULL, loop_main, &s->loops[i]) != 0) {
+            snprintf(err, errlen, "starting io threads failed");
+            goto fail_early;
+        }
+    if (pthread_create(&s->acceptor, NULL, acceptor_main, s) != 0) {
+        snprintf(err, errlen, "starting the acceptor failed");
+        goto fail_early;
+    }
+    return s;
+fail_early:
+    return NULL; /* the process exits with status 1 right after; the OS reclaims */
+}
+
+static void free_job(job *j) {
+    mem_free(j->frame);
+    if (j->hdr) xfer__v1__request_header__free_unpacked(j->hdr, mem_pb_allocator());
+    mem_free(j->res.frame);
+    free(j);
+}
+
+void server_stop(server *s) {
+    /* 1. no new connections */
+    wake(s->stop_fd);
+    pthread_join(s->acceptor, NULL);
+    close(s->listen_fd);
+    /* 2. no new calls; wait for the ones in flight to finish and be written */
+    atomic_store(&s->draining, true);
+    uint64_t deadline = now_ms() + SERVER_DRAIN_MS;
+    while (atomic_load(&stats_inflight) > 0 && now_ms() < deadline) usleep(10 * 1000);
+    usleep(20 * 1000); /* give the loops one turn to write the last responses */
+    /* 3. stop workers, then loops */
+    pthread_mutex_lock(&s->wmu);
+    s->workers_stop = true;
+    pthread_cond_broadcast(&s->wcv);
+    pthread_mutex_unlock(&s->wmu);
+    for (uint32_t i = 0; i < s->cfg.workers; i++) pthread_join(s->workers[i], NULL);
+    atomic_store(&s->loops_stop, true);
+    for (uint32_t i = 0; i < s->cfg.io_threads; i++) {
+        wake(s->loops[i].evfd);
+        pthread_join(s->loops[i].th, NULL);
+    }
+    /* 4. single-threaded from here: free what is left */
+    for (job *j = s->work_head, *n; j; j = n) {
+        n = j->next;
+        conn_unref(j->c);
+        free_job(j);
+    }
+    for (uint32_t i = 0; i < s->cfg.io_threads; i++) {
+        loop *lp = &s->loops[i];
+        for (job *j = lp->done_head, *n; j; j = n) {
+            n = j->next;
+            conn_unref(j->c);
+            free_job(j);
+        }
+        for (newconn *nc = lp->incoming, *n; nc; nc = n) {
+            n = nc->next;
+            close(nc->fd);
+            free(nc);
+        }
+        while (lp->conns) {
+            conn_close(lp->conns); /* every job is gone: this drops the last reference */
+        }
+        close(lp->epfd);
+        close(lp->evfd);
+        pthread_mutex_destroy(&lp->mu);
+    }
+    close(s->stop_fd);
+    pthread_mutex_destroy(&s->wmu);
+    pthread_cond_destroy(&s->wcv);
+    free(s->loops);
+    free(s->workers);
+    free(s);
+}

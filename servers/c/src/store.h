@@ -1,0 +1,68 @@
+/* store: committed files and open uploads, in memory or on disk (PROTOCOL.md "Chunked upload",
+ * "Atomic commit"). Thread-safe: workers call it concurrently.
+ *
+ * mem: a file is its chunk buffers (taken over from the decoded requests, no copy); commit is a
+ *      pointer swap under the store lock.
+ * disk: uploads are staged in DIR/tmp/<id>.part and renamed into DIR/files/<name> on commit; a
+ *      committed file keeps its open descriptor, so readers holding it see one version.
+ * Every chunk's CRC-32 is computed when it arrives; commit combines them (zlib crc32_combine). */
+#ifndef XFERD_STORE_H
+#define XFERD_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xerr.h"
+
+#define STORE_MAX_CHUNKS (1u << 18) /* chunk slots one upload may have (size / chunk_size) */
+#define STORE_PATH_MAX 4096
+
+typedef enum { STORE_MEM, STORE_DISK } store_kind;
+
+typedef struct {
+    store_kind kind;
+    char dir[STORE_PATH_MAX]; /* disk only */
+    uint64_t max_file_size;
+    uint32_t max_chunk;
+    uint32_t max_uploads;
+    uint64_t upload_idle_timeout_ms;
+    int sequential_ids; /* fuzzing/tests only: ids 1, 2, 3 ... instead of random ones */
+} store_config;
+
+typedef struct store store;
+typedef struct store_file store_file;
+
+/* Opens the store (disk: creates DIR/tmp and DIR/files, empties DIR/tmp, indexes DIR/files).
+ * Returns NULL with a message in err on failure. */
+store *store_open(const store_config *cfg, char *err, size_t errlen);
+/* Frees everything; no call may be in flight. */
+void store_close(store *s);
+
+/* A reference to the committed file of that name, or NULL (not found). Release with store_file_release. */
+store_file *store_file_get(store *s, const char *name, size_t len);
+void store_file_release(store_file *f);
+uint64_t store_file_size(const store_file *f);
+uint32_t store_file_crc(const store_file *f);
+/* Copies bytes [offset, offset+len) (within the file) to dst; internal error on an I/O failure. */
+xerr_code store_file_read(const store_file *f, uint64_t offset, uint8_t *dst, size_t len, xerr *err);
+
+/* The name must already be valid and not gen:. Checks size and chunk_size against the limits. */
+xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t size, uint32_t chunk_size,
+                             uint64_t *id, xerr *err);
+/* Stores one chunk. *data was allocated with mem_alloc; when the store keeps it (mem store), *data is
+ * set to NULL and the store frees it later. *received: distinct bytes stored so far. */
+xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **data, size_t len,
+                             uint64_t *received, xerr *err);
+xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *size, uint32_t *crc_out, xerr *err);
+xerr_code store_upload_abort(store *s, uint64_t id, xerr *err);
+
+/* Aborts uploads with no call for upload_idle_timeout_ms; returns how many. now_ms: monotonic. */
+size_t store_expire(store *s, uint64_t now_ms);
+size_t store_open_uploads(store *s);
+size_t store_file_count(store *s);
+
+/* Monotonic milliseconds (the clock store_expire compares with). */
+uint64_t store_now_ms(void);
+
+#endif

@@ -1,0 +1,66 @@
+// Command xferd-go is the Go file-transfer server of xferbench: gRPC and the
+// frame protocol over one store, with Prometheus metrics and pprof.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"xferbench/servers/go/internal/config"
+	"xferbench/servers/go/internal/metrics"
+	"xferbench/servers/go/internal/server"
+)
+
+// version is stamped with -ldflags "-X main.version=..." by release builds.
+var version = "0.1.0"
+
+// shutdownGrace is how long calls in flight get after SIGTERM/SIGINT.
+const shutdownGrace = 5 * time.Second
+
+// Exit statuses of PROTOCOL.md's process interface.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitBadFlag = 2
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	cfg, err := config.Parse(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
+		return exitBadFlag
+	}
+	gogc, memlimit := server.ApplyRuntime(cfg)
+	pool := map[bool]string{true: "on", false: "off"}[cfg.Pool]
+	srv, err := server.Start(cfg, metrics.BuildInfo{Version: version, Pool: pool, GOGC: gogc, MemLimit: memlimit})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintln(os.Stderr, srv.ReadyLine(version, gogc, memlimit))
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	status := exitOK
+	select {
+	case <-sigs:
+	case err := <-srv.Err():
+		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
+		status = exitFailure
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	srv.Shutdown(ctx)
+	return status
+}

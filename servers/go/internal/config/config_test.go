@@ -1,0 +1,53 @@
+package config
+
+import (
+	"io"
+	"math"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GRPCAddr != DefaultGRPCAddr || c.Limits.MaxFrame != 8<<20 || c.Limits.MaxChunk != 4<<20 ||
+		c.Limits.MaxFileSize != 1<<30 || c.Limits.ReadTimeout != 10*time.Second || !c.Pool ||
+		c.GOGC != nil || c.MemLimit != nil || c.Store != "mem" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestFlagBeatsEnv(t *testing.T) {
+	c, err := Parse([]string{"--max-frame", "1MiB", "--pool=off"},
+		env(map[string]string{"XFERD_MAX_FRAME": "99", "XFERD_MAX_CHUNK": "64KiB", "XFERD_GOGC": "off",
+			"XFERD_MEMLIMIT": "512MiB", "XFERD_STORE": "disk:/tmp/x"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.MaxFrame != 1<<20 || c.Limits.MaxChunk != 64<<10 || c.Pool || *c.GOGC != -1 ||
+		*c.MemLimit != 512<<20 || c.DiskDir() != "/tmp/x" {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestBad(t *testing.T) {
+	for _, args := range [][]string{
+		{"--pool", "maybe"}, {"--gogc", "-5"}, {"--memlimit", "1XB"}, {"--max-frame", "4"},
+		{"--store", "s3"}, {"--max-conns", "0"}, {"--read-timeout", "0s"}, {"--nope"},
+		{"--max-frame", "5GiB"}, {"extra"},
+	} {
+		if _, err := Parse(args, env(nil), io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	if _, err := Parse(nil, env(map[string]string{"XFERD_MAX_CONNS": "many"}), io.Discard); err == nil {
+		t.Error("bad env accepted")
+	}
+	if v, _ := parseMemLimit("off"); v != math.MaxInt64 {
+		t.Error("memlimit off")
+	}
+}

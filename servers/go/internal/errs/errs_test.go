@@ -1,0 +1,43 @@
+package errs
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestErrorStringAndStatus(t *testing.T) {
+	e := New(NotFound, "file %q not found", "missing.bin")
+	if got, want := e.Error(), `not_found: file "missing.bin" not found`; got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+	st, ok := status.FromError(e)
+	if !ok || st.Code() != codes.NotFound || st.Message() != `file "missing.bin" not found` {
+		t.Fatalf("status = %v %q", st.Code(), st.Message())
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{nil, "ok"},
+		{New(DataLoss, "x"), "data_loss"},
+		{status.Error(codes.Canceled, "gone"), "canceled"},
+		{errors.New("plain"), "internal"},
+	}
+	for _, c := range cases {
+		if got := CodeOf(c.err).String(); got != c.want {
+			t.Errorf("CodeOf(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+	if got := CodeOfString("unimplemented: unknown method \"X\""); got != Unimplemented {
+		t.Errorf("CodeOfString = %v", got)
+	}
+	if got := CodeOfString("rpc: whatever"); got != Internal {
+		t.Errorf("CodeOfString(rpc:) = %v", got)
+	}
+}

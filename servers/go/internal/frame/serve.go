@@ -1,0 +1,98 @@
+package frame
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/rpc"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// acceptBackoff bounds the pause after a failed Accept (e.g. out of fds).
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// Server serves the frame protocol: one net/rpc ServeCodec per connection.
+type Server struct {
+	rpc     *rpc.Server
+	cfg     *CodecConfig
+	closing atomic.Bool
+
+	mu     sync.Mutex
+	codecs map[*ServerCodec]struct{}
+	wg     sync.WaitGroup
+}
+
+// NewServer serves rpcServer's services with cfg.
+func NewServer(rpcServer *rpc.Server, cfg *CodecConfig) *Server {
+	return &Server{rpc: rpcServer, cfg: cfg, codecs: make(map[*ServerCodec]struct{})}
+}
+
+// Serve accepts connections until ln closes; it returns nil when the close
+// came from Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	backoff := minAcceptBackoff
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(backoff)
+				backoff = min(2*backoff, maxAcceptBackoff)
+				continue
+			}
+			return err
+		}
+		backoff = minAcceptBackoff
+		s.serveConn(conn)
+	}
+}
+
+func (s *Server) serveConn(conn net.Conn) {
+	c := NewServerCodec(conn, s.cfg, &s.closing)
+	s.mu.Lock()
+	s.codecs[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.rpc.ServeCodec(c) // returns after in-flight calls answered; closes c
+		s.mu.Lock()
+		delete(s.codecs, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Shutdown stops reading new frames on every connection, lets calls in
+// flight finish, and waits until ctx ends; then it closes what remains.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.mu.Lock()
+	for c := range s.codecs {
+		c.Interrupt()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.codecs {
+			_ = c.conn.Close() // forced stop: the client loses this connection
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}

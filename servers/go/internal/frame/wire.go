@@ -1,0 +1,167 @@
+package frame
+
+import (
+	"errors"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"xferbench/servers/go/gen/xferv1"
+)
+
+// Service is the net/rpc service name; methods are "Xfer.<Name>".
+const Service = "Xfer"
+
+// methodNames are PROTOCOL.md's methods. Known names are interned so a
+// request header decodes without allocating its method string.
+var methodNames = []string{
+	"Xfer.UploadBegin", "Xfer.UploadChunk", "Xfer.UploadCommit", "Xfer.UploadAbort",
+	"Xfer.Read", "Xfer.Echo", "Xfer.Stat",
+}
+
+var interned = func() map[string]string {
+	m := make(map[string]string, len(methodNames))
+	for _, n := range methodNames {
+		m[n] = n
+	}
+	return m
+}()
+
+// MethodLabel is the metrics label of a method: the bare name, or
+// "unknown" for a name the protocol does not define.
+func MethodLabel(method string) string {
+	if _, ok := interned[method]; ok {
+		return method[len(Service)+1:]
+	}
+	return "unknown"
+}
+
+var errMalformed = errors.New("malformed protobuf")
+
+// walk calls field for each field of a protobuf message. field consumes the
+// value (returning its length, or < 0 for "not mine: skip it as unknown").
+// Like proto.Unmarshal, a known field with an unexpected wire type is
+// treated as unknown.
+func walk(b []byte, field func(num protowire.Number, typ protowire.Type, b []byte) int) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errMalformed
+		}
+		b = b[n:]
+		n = field(num, typ, b)
+		if n == skipField {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return errMalformed
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// skipField is what a walk callback returns for a field it does not take.
+const skipField = -1 << 30
+
+// takeVarint and takeBytes decode one field value into dst, returning its
+// length or skipField when the wire type is not the expected one.
+func takeVarint(typ protowire.Type, b []byte, dst *uint64) int {
+	if typ != protowire.VarintType {
+		return skipField
+	}
+	v, n := protowire.ConsumeVarint(b)
+	if n >= 0 {
+		*dst = v
+	}
+	return n
+}
+
+func takeBytes(typ protowire.Type, b []byte, dst *[]byte) int {
+	if typ != protowire.BytesType {
+		return skipField
+	}
+	v, n := protowire.ConsumeBytes(b)
+	if n >= 0 {
+		*dst = v
+	}
+	return n
+}
+
+// DecodeRequestHeader decodes a RequestHeader exactly as proto.Unmarshal
+// would accept it (method must be valid UTF-8).
+func DecodeRequestHeader(b []byte) (method string, seq uint64, err error) {
+	var m []byte
+	err = walk(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
+		switch num {
+		case fieldMethod:
+			return takeBytes(typ, v, &m)
+		case fieldSeq:
+			return takeVarint(typ, v, &seq)
+		}
+		return skipField
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	if !utf8.Valid(m) {
+		return "", 0, errMalformed
+	}
+	if s, ok := interned[string(m)]; ok {
+		return s, seq, nil
+	}
+	return string(m), seq, nil
+}
+
+// DecodeResponseHeader decodes a ResponseHeader (used by tests and tools).
+func DecodeResponseHeader(b []byte) (method string, seq uint64, errStr string, err error) {
+	var m, e []byte
+	err = walk(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
+		switch num {
+		case fieldMethod:
+			return takeBytes(typ, v, &m)
+		case fieldSeq:
+			return takeVarint(typ, v, &seq)
+		case fieldError:
+			return takeBytes(typ, v, &e)
+		}
+		return skipField
+	})
+	if err != nil || !utf8.Valid(m) || !utf8.Valid(e) {
+		return "", 0, "", errMalformed
+	}
+	return string(m), seq, string(e), nil
+}
+
+// decodeUploadChunk decodes the hot-path body without copying data: data
+// aliases b, which the codec keeps alive until the call's response is
+// written.
+func decodeUploadChunk(b []byte, m *xferv1.UploadChunkRequest) error {
+	var data []byte
+	err := walk(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
+		switch num {
+		case 1:
+			return takeVarint(typ, v, &m.UploadId)
+		case 2:
+			return takeVarint(typ, v, &m.Offset)
+		case 3:
+			return takeBytes(typ, v, &data)
+		}
+		return skipField
+	})
+	m.Data = data
+	return err
+}
+
+// decodeEcho decodes an EchoRequest without copying its payload.
+func decodeEcho(b []byte, m *xferv1.EchoRequest) error {
+	var p []byte
+	err := walk(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
+		if num == 1 {
+			return takeBytes(typ, v, &p)
+		}
+		return skipField
+	})
+	m.Payload = p
+	return err
+}

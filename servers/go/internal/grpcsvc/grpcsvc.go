@@ -1,0 +1,194 @@
+// Package grpcsvc is the gRPC FileTransfer service over the shared store.
+package grpcsvc
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/status"
+
+	"xferbench/servers/go/gen/xferv1"
+	"xferbench/servers/go/internal/bufpool"
+	"xferbench/servers/go/internal/errs"
+	"xferbench/servers/go/internal/limits"
+	"xferbench/servers/go/internal/store"
+)
+
+// Bytes counts payload moved, by direction.
+type Bytes interface {
+	Upload(n int)
+	Download(n int)
+}
+
+// Service implements xferv1.FileTransferServer.
+type Service struct {
+	xferv1.UnimplementedFileTransferServer
+	store *store.Store
+	lim   limits.Limits
+	pool  *bufpool.Pool
+	bytes Bytes
+}
+
+// New makes the service.
+func New(st *store.Store, lim limits.Limits, pool *bufpool.Pool, bytes Bytes) *Service {
+	return &Service{store: st, lim: lim, pool: pool, bytes: bytes}
+}
+
+// ctxErr turns a finished context into the matching gRPC status.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return nil
+}
+
+// recvErr maps a Recv failure: a client cancel or deadline keeps its
+// status; anything else is passed on as grpc-go reported it.
+func recvErr(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.FromContextError(err).Err()
+}
+
+// Upload receives header, chunks and trailer, and commits after the client
+// half-closes. Any failure, including a stream that ends or is cancelled
+// before its trailer, aborts the upload so nothing is left behind.
+func (s *Service) Upload(stream xferv1.FileTransfer_UploadServer) error {
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return errs.New(errs.InvalidArgument, "stream ended before the UploadHeader")
+	}
+	if err != nil {
+		return recvErr(err)
+	}
+	hdr := first.GetHeader()
+	if hdr == nil {
+		return errs.New(errs.InvalidArgument, "first message must be an UploadHeader")
+	}
+	id, err := s.store.Begin(hdr.Name, hdr.Size, hdr.ChunkSize)
+	if err != nil {
+		return err
+	}
+	trailer, err := s.receiveChunks(stream, id)
+	if err != nil {
+		_ = s.store.Abort(id) // not_found here only means it is already gone
+		return err
+	}
+	info, err := s.store.Commit(id, trailer.Crc32)
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&xferv1.UploadResponse{Size: info.Size, Crc32: info.CRC})
+}
+
+// receiveChunks stores chunks in order until the client half-closes and
+// returns the trailer, which must come last.
+func (s *Service) receiveChunks(stream xferv1.FileTransfer_UploadServer, id uint64) (*xferv1.UploadTrailer, error) {
+	var off uint64
+	var trailer *xferv1.UploadTrailer
+	for {
+		if err := ctxErr(stream.Context()); err != nil {
+			return nil, err
+		}
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, recvErr(err)
+		}
+		if trailer != nil {
+			return nil, errs.New(errs.InvalidArgument, "message after the UploadTrailer")
+		}
+		switch m := msg.Msg.(type) {
+		case *xferv1.UploadRequest_Chunk:
+			if _, err := s.store.Chunk(id, off, m.Chunk); err != nil {
+				return nil, err
+			}
+			s.bytes.Upload(len(m.Chunk))
+			off += uint64(len(m.Chunk))
+		case *xferv1.UploadRequest_Trailer:
+			if m.Trailer == nil {
+				return nil, errs.New(errs.InvalidArgument, "empty UploadTrailer")
+			}
+			trailer = m.Trailer
+		case *xferv1.UploadRequest_Header:
+			return nil, errs.New(errs.InvalidArgument, "UploadHeader after the first message")
+		default:
+			return nil, errs.New(errs.InvalidArgument, "UploadRequest with no message set")
+		}
+	}
+	if trailer == nil {
+		return nil, errs.New(errs.InvalidArgument, "stream ended before the UploadTrailer")
+	}
+	return trailer, nil
+}
+
+// Download streams header, chunks read into one pooled buffer, trailer.
+func (s *Service) Download(req *xferv1.DownloadRequest, stream xferv1.FileTransfer_DownloadServer) error {
+	cs := req.ChunkSize
+	if cs == 0 {
+		cs = min(limits.DefaultDownloadChunk, s.lim.MaxChunk)
+	}
+	if err := s.lim.CheckChunkSize(cs); err != nil {
+		return err
+	}
+	h, err := s.store.Open(req.Name)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	hdr := &xferv1.DownloadHeader{Name: req.Name, Size: h.Size, ChunkSize: cs}
+	if err := stream.Send(&xferv1.DownloadResponse{Msg: &xferv1.DownloadResponse_Header{Header: hdr}}); err != nil {
+		return err
+	}
+	if err := s.sendChunks(stream, h, int(cs)); err != nil {
+		return err
+	}
+	trailer := &xferv1.DownloadTrailer{Crc32: h.CRC}
+	return stream.Send(&xferv1.DownloadResponse{Msg: &xferv1.DownloadResponse_Trailer{Trailer: trailer}})
+}
+
+// sendChunks reuses one buffer: Send has encoded the message when it
+// returns (no stats handler reads it later), so the next read may overwrite.
+func (s *Service) sendChunks(stream xferv1.FileTransfer_DownloadServer, h *store.Handle, cs int) error {
+	buf := s.pool.Get(int(min(uint64(cs), h.Size)))
+	defer s.pool.Put(buf)
+	chunk := &xferv1.DownloadResponse_Chunk{}
+	msg := &xferv1.DownloadResponse{Msg: chunk}
+	for off := uint64(0); off < h.Size; {
+		if err := ctxErr(stream.Context()); err != nil {
+			return err
+		}
+		n, err := h.ReadAt(*buf, off)
+		if err != nil {
+			return err
+		}
+		chunk.Chunk = (*buf)[:n]
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		s.bytes.Download(n)
+		off += uint64(n)
+	}
+	return nil
+}
+
+// Echo returns the payload.
+func (s *Service) Echo(_ context.Context, req *xferv1.EchoRequest) (*xferv1.EchoResponse, error) {
+	if err := s.lim.CheckPayload(len(req.Payload)); err != nil {
+		return nil, err
+	}
+	return &xferv1.EchoResponse{Payload: req.Payload}, nil
+}
+
+// Stat describes a file.
+func (s *Service) Stat(_ context.Context, req *xferv1.StatRequest) (*xferv1.StatResponse, error) {
+	info, err := s.store.Stat(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &xferv1.StatResponse{Name: req.Name, Size: info.Size, Crc32: info.CRC}, nil
+}

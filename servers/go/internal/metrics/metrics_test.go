@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"xferbench/servers/go/internal/errs"
+)
+
+func TestExposition(t *testing.T) {
+	m := New(BuildInfo{Version: "t", Pool: "on", GOGC: "100", MemLimit: "off"},
+		func() uint64 { return 7 }, func() uint64 { return 3 })
+	f := m.For("frame")
+	f.Started()
+	f.Done("Echo", errs.OK, 2*time.Millisecond)
+	m.Upload(10)
+	m.ConnOpened()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`xfer_requests_total{code="ok",method="Echo",transport="frame"} 1`,
+		`xfer_request_duration_seconds_bucket{method="Echo",transport="frame",le="0.0001"} 0`,
+		`xfer_request_duration_seconds_bucket{method="Echo",transport="frame",le="0.003"} 1`,
+		`xfer_transfer_bytes_total{direction="upload"} 10`,
+		`xfer_connections 1`,
+		`xfer_inflight_requests 0`,
+		`xfer_buffer_pool_gets_total 7`,
+		`xfer_buffer_pool_news_total 3`,
+		`xfer_build_info{allocator="go",gogc="100",memlimit="off",pool="on",server="xferd-go",version="t"} 1`,
+		`go_gc_duration_seconds`,
+		`go_sched_pauses_total_gc_seconds_bucket`,
+		`go_memstats_heap_alloc_bytes`,
+		`process_resident_memory_bytes`,
+		`process_cpu_seconds_total`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if n := strings.Count(text, `xfer_request_duration_seconds_bucket{method="Echo"`); n != len(DurationBuckets)+1 {
+		t.Errorf("%d buckets, want %d", n, len(DurationBuckets)+1)
+	}
+	if r, err := srv.Client().Get(srv.URL + "/debug/pprof/"); err != nil || r.StatusCode != 200 {
+		t.Errorf("pprof: %v", err)
+	} else {
+		r.Body.Close()
+	}
+	if r, err := srv.Client().Get(srv.URL + "/"); err != nil || r.StatusCode != 404 {
+		t.Errorf("/ should be 404")
+	} else {
+		r.Body.Close()
+	}
+}

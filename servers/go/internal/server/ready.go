@@ -1,0 +1,39 @@
+package server
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+
+	"google.golang.org/grpc"
+)
+
+// ReadyLine is the one stderr line written once every listener is bound:
+// "xferd-go ready" then key=value pairs.
+func (s *Server) ReadyLine(version, gogc, memlimit string) string {
+	c := s.cfg
+	l := c.Limits
+	pool := "off"
+	if c.Pool {
+		pool = "on"
+	}
+	g, f, m := s.Addrs()
+	kv := []any{
+		"grpc", g, "frame", f, "metrics", m, "store", c.Store, "pool", pool,
+		"gogc", gogc, "memlimit", memlimit,
+		"max_frame", l.MaxFrame, "max_chunk", l.MaxChunk, "max_file_size", l.MaxFileSize,
+		"max_conns", l.MaxConns, "max_uploads", l.MaxUploads,
+		"read_timeout", l.ReadTimeout, "upload_idle_timeout", l.UploadIdleTimeout,
+		"grpc_initial_window_size", c.GRPCInitialWindowSize,
+		"grpc_initial_conn_window_size", c.GRPCInitialConnWindowSize,
+		"grpc_read_buffer_size", c.GRPCReadBufferSize, "grpc_write_buffer_size", c.GRPCWriteBufferSize,
+		"grpc_max_concurrent_streams", c.GRPCMaxConcurrentStreams,
+		"version", version, "go", runtime.Version(), "grpc_go", grpc.Version,
+	}
+	var b strings.Builder
+	b.WriteString("xferd-go ready")
+	for i := 0; i < len(kv); i += 2 {
+		fmt.Fprintf(&b, " %s=%v", kv[i], kv[i+1])
+	}
+	return b.String()
+}

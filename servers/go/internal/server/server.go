@@ -1,0 +1,222 @@
+// Package server wires the parts of xferd-go together: store, buffer pool,
+// metrics, the connection limit, and the gRPC, frame and admin listeners.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/rpc"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"xferbench/servers/go/gen/xferv1"
+	"xferbench/servers/go/internal/bufpool"
+	"xferbench/servers/go/internal/config"
+	"xferbench/servers/go/internal/errs"
+	"xferbench/servers/go/internal/frame"
+	"xferbench/servers/go/internal/grpcsvc"
+	"xferbench/servers/go/internal/metrics"
+	"xferbench/servers/go/internal/netx"
+	"xferbench/servers/go/internal/rpcsvc"
+	"xferbench/servers/go/internal/store"
+)
+
+const (
+	// frameWriteTimeout bounds writing one frame response: a client that
+	// stops reading for this long loses its connection.
+	frameWriteTimeout = 10 * time.Second
+	// poolSlack lets a Read response (data plus header and field tags) of
+	// the largest chunk still come from the pool.
+	poolSlack = 4096
+	// metricsReadHeaderTimeout bounds a slow scrape request's headers.
+	metricsReadHeaderTimeout = 5 * time.Second
+)
+
+// Server is a running xferd-go.
+type Server struct {
+	cfg     *config.Config
+	store   *store.Store
+	grpc    *grpc.Server
+	health  *health.Server
+	frame   *frame.Server
+	frameLn net.Listener
+	admin   *http.Server
+	addrs   [3]string // grpc, frame, metrics: the bound addresses
+	errc    chan error
+}
+
+// Start binds every listener and starts serving; on failure nothing stays
+// open.
+func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
+	st, err := openStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	lns, err := listenAll(cfg.GRPCAddr, cfg.FrameAddr, cfg.MetricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	s = &Server{cfg: cfg, store: st, errc: make(chan error, len(lns))}
+	for i, ln := range lns {
+		s.addrs[i] = ln.Addr().String()
+	}
+	pool := bufpool.New(cfg.Pool, int(max(cfg.Limits.MaxFrame, cfg.Limits.MaxChunk))+poolSlack)
+	m := metrics.New(info, pool.Gets, pool.News)
+	lim := netx.NewLimiter(cfg.Limits.MaxConns, m.ConnOpened, m.ConnClosed)
+	s.startGRPC(netx.Wrap(lns[0], lim, rejectGRPC), pool, m)
+	if err := s.startFrame(netx.Wrap(lns[1], lim, rejectFrame(lim.Max())), pool, m); err != nil {
+		s.grpc.Stop()
+		for _, ln := range lns[1:] {
+			_ = ln.Close() // start failed; the error below says why
+		}
+		return nil, err
+	}
+	s.startAdmin(lns[2], m)
+	return s, nil
+}
+
+func openStore(cfg *config.Config) (*store.Store, error) {
+	if dir := cfg.DiskDir(); dir != "" {
+		return store.NewDisk(cfg.Limits, dir)
+	}
+	return store.NewMem(cfg.Limits), nil
+}
+
+// listenAll binds every address or none.
+func listenAll(addrs ...string) ([]net.Listener, error) {
+	names := []string{"--grpc-addr", "--frame-addr", "--metrics-addr"}
+	var lns []net.Listener
+	for i, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close() // already failing; report the bind error
+			}
+			return nil, fmt.Errorf("listening on %s %s: %w", names[i], a, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+func (s *Server) startGRPC(ln net.Listener, pool *bufpool.Pool, m *metrics.Metrics) {
+	c := s.cfg
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(c.Limits.MaxFrame)),
+		grpc.MaxSendMsgSize(int(c.Limits.MaxFrame)),
+		grpc.MaxConcurrentStreams(c.GRPCMaxConcurrentStreams),
+		grpc.UnaryInterceptor(grpcsvc.UnaryInterceptor(m.For("grpc"))),
+		grpc.StreamInterceptor(grpcsvc.StreamInterceptor(m.For("grpc"))),
+	}
+	if c.GRPCInitialWindowSize > 0 {
+		opts = append(opts, grpc.InitialWindowSize(c.GRPCInitialWindowSize))
+	}
+	if c.GRPCInitialConnWindowSize > 0 {
+		opts = append(opts, grpc.InitialConnWindowSize(c.GRPCInitialConnWindowSize))
+	}
+	if c.GRPCReadBufferSize > 0 {
+		opts = append(opts, grpc.ReadBufferSize(c.GRPCReadBufferSize))
+	}
+	if c.GRPCWriteBufferSize > 0 {
+		opts = append(opts, grpc.WriteBufferSize(c.GRPCWriteBufferSize))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	xferv1.RegisterFileTransferServer(s.grpc, grpcsvc.New(s.store, c.Limits, pool, m))
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.health.SetServingStatus(xferv1.FileTransfer_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(s.grpc)
+	go func() { s.report("grpc", s.grpc.Serve(ln)) }()
+}
+
+func (s *Server) startFrame(ln net.Listener, pool *bufpool.Pool, m *metrics.Metrics) error {
+	svc, release := rpcsvc.New(s.store, s.cfg.Limits, pool, m)
+	rs := rpc.NewServer()
+	if err := rs.RegisterName(frame.Service, svc); err != nil {
+		return fmt.Errorf("registering the frame service: %w", err)
+	}
+	s.frame = frame.NewServer(rs, &frame.CodecConfig{
+		MaxFrame:     s.cfg.Limits.MaxFrame,
+		ReadTimeout:  s.cfg.Limits.ReadTimeout,
+		WriteTimeout: frameWriteTimeout,
+		Pool:         pool,
+		Observer:     m.For("frame"),
+		OnWritten:    release,
+	})
+	s.frameLn = ln
+	go func() { s.report("frame", s.frame.Serve(ln)) }()
+	return nil
+}
+
+func (s *Server) startAdmin(ln net.Listener, m *metrics.Metrics) {
+	s.admin = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: metricsReadHeaderTimeout}
+	go func() {
+		err := s.admin.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.report("metrics", err)
+	}()
+}
+
+func (s *Server) report(what string, err error) {
+	if err != nil {
+		s.errc <- fmt.Errorf("%s listener: %w", what, err)
+	}
+}
+
+// Err delivers a listener's failure while running.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// rejectGRPC drops a connection over the limit: gRPC has no frame to
+// carry the reason, so the client sees the connection close.
+func rejectGRPC(c net.Conn) { _ = c.Close() }
+
+// rejectFrame answers a connection over the limit with the seq=0 error.
+func rejectFrame(limit int) func(net.Conn) {
+	msg := errs.New(errs.ResourceExhausted, "too many connections (limit %d)", limit).Error()
+	return func(c net.Conn) {
+		if err := frame.WriteConnError(c, nil, frameWriteTimeout, msg); err != nil {
+			_ = c.Close() // the client went away first
+			return
+		}
+		frame.LingerClose(c)
+	}
+}
+
+// Addrs are the bound gRPC, frame and metrics addresses.
+func (s *Server) Addrs() (grpcAddr, frameAddr, metricsAddr string) {
+	return s.addrs[0], s.addrs[1], s.addrs[2]
+}
+
+// Shutdown stops accepting, lets calls in flight finish until ctx ends,
+// then stops whatever is left.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.health.Shutdown()
+	grpcDone := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(grpcDone)
+	}()
+	_ = s.frameLn.Close()     // ends Serve; Shutdown below drains connections
+	_ = s.frame.Shutdown(ctx) // on timeout it has closed the stragglers
+	_ = s.admin.Shutdown(ctx) // scrapes are short; timeout leaves nothing to do
+	select {
+	case <-grpcDone:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	s.store.Close()
+}

@@ -1,0 +1,331 @@
+// Package store keeps files for both transports: staged uploads with
+// chunk-slot tracking, atomic commit, idle expiry, committed files in
+// memory or on disk, and generated gen: content with a cached CRC.
+package store
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"hash/crc32"
+	"sync"
+	"time"
+
+	"xferbench/servers/go/internal/content"
+	"xferbench/servers/go/internal/errs"
+	"xferbench/servers/go/internal/limits"
+)
+
+// Janitor period bounds: idle uploads are noticed within a quarter of the
+// timeout, checked at least this often and at most this often.
+const (
+	minSweep = 10 * time.Millisecond
+	maxSweep = time.Second
+)
+
+// backend is where bytes live: memory or a directory.
+type backend interface {
+	stage(id, size, chunkSize uint64) (stager, error)
+	// load finds a file committed before this process started; not_found
+	// when there is none.
+	load(name string) (Info, source, error)
+	describe() string
+}
+
+// Store is safe for concurrent use.
+type Store struct {
+	lim  limits.Limits
+	back backend
+	gen  *genCache
+	now  func() time.Time
+
+	mu      sync.Mutex
+	uploads map[uint64]*upload
+	files   map[string]*blob
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newStore(lim limits.Limits, back backend) *Store {
+	s := &Store{
+		lim:     lim,
+		back:    back,
+		gen:     newGenCache(),
+		now:     time.Now,
+		uploads: make(map[uint64]*upload),
+		files:   make(map[string]*blob),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go s.janitor()
+	return s
+}
+
+// String names the store as the startup line shows it.
+func (s *Store) String() string { return s.back.describe() }
+
+// Close stops the janitor and discards open uploads.
+func (s *Store) Close() {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	open := make([]*upload, 0, len(s.uploads))
+	for _, u := range s.uploads {
+		open = append(open, u)
+	}
+	s.mu.Unlock()
+	for _, u := range open {
+		s.drop(u)
+	}
+}
+
+// Begin opens an upload and returns its id.
+func (s *Store) Begin(name string, size uint64, chunkSize uint32) (uint64, error) {
+	if err := validateUploadName(name); err != nil {
+		return 0, err
+	}
+	if err := s.lim.CheckFileSize(size); err != nil {
+		return 0, err
+	}
+	if err := s.lim.CheckChunkSize(chunkSize); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.uploads) >= s.lim.MaxUploads {
+		return 0, errs.New(errs.ResourceExhausted, "too many open uploads (limit %d)", s.lim.MaxUploads)
+	}
+	id, err := s.newID()
+	if err != nil {
+		return 0, err
+	}
+	st, err := s.back.stage(id, size, uint64(chunkSize))
+	if err != nil {
+		return 0, errs.New(errs.Internal, "staging upload of %q: %v", name, err)
+	}
+	u := &upload{id: id, name: name, size: size, chunkSize: uint64(chunkSize), st: st, slots: make(map[uint64]slot)}
+	u.touch(s.now())
+	s.uploads[id] = u
+	return id, nil
+}
+
+// newID draws an unguessable, non-zero, unused id; s.mu is held.
+func (s *Store) newID() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, errs.New(errs.Internal, "drawing an upload id: %v", err)
+		}
+		id := binary.LittleEndian.Uint64(b[:])
+		if _, used := s.uploads[id]; id != 0 && !used {
+			return id, nil
+		}
+	}
+}
+
+func (s *Store) lookup(id uint64) (*upload, error) {
+	s.mu.Lock()
+	u, ok := s.uploads[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, errs.New(errs.NotFound, "no open upload with id %d", id)
+	}
+	return u, nil
+}
+
+// Chunk stores one chunk and returns the bytes received so far. data may
+// alias a pooled buffer: it is copied before Chunk returns.
+func (s *Store) Chunk(id, off uint64, data []byte) (uint64, error) {
+	u, err := s.lookup(id)
+	if err != nil {
+		return 0, err
+	}
+	u.touch(s.now())
+	idx, err := u.reserve(off, len(data))
+	if err != nil {
+		return 0, err
+	}
+	crc := crc32.ChecksumIEEE(data)
+	werr := u.st.WriteAt(data, off)
+	return u.finish(idx, len(data), crc, werr)
+}
+
+// Commit checks completeness and the CRC, then makes the file visible in
+// one step. Any failure aborts the upload.
+func (s *Store) Commit(id uint64, clientCRC uint32) (Info, error) {
+	u, err := s.lookup(id)
+	if err != nil {
+		return Info{}, err
+	}
+	if !s.detach(u) {
+		return Info{}, u.notFound()
+	}
+	u.writers.Wait()
+	if u.received != u.size {
+		u.st.Discard()
+		return Info{}, errs.New(errs.FailedPrecondition, "upload incomplete: received %d of %d bytes", u.received, u.size)
+	}
+	info := Info{Size: u.size, CRC: u.crc()}
+	if info.CRC != clientCRC {
+		u.st.Discard()
+		return Info{}, errs.New(errs.DataLoss, "crc32 mismatch: client 0x%08x, server 0x%08x", clientCRC, info.CRC)
+	}
+	if err := s.publish(u, info); err != nil {
+		u.st.Discard()
+		return Info{}, err
+	}
+	return info, nil
+}
+
+// publish swaps the new version in under s.mu, so Open sees the old version
+// or the new, and a later commit of the same name replaces it whole.
+func (s *Store) publish(u *upload, info Info) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src, err := u.st.Publish(u.name)
+	if err != nil {
+		return errs.New(errs.Internal, "committing %q: %v", u.name, err)
+	}
+	if old, ok := s.files[u.name]; ok {
+		old.release()
+	}
+	s.files[u.name] = newBlob(info, src)
+	return nil
+}
+
+// Abort discards an open upload.
+func (s *Store) Abort(id uint64) error {
+	u, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	if !s.drop(u) {
+		return u.notFound()
+	}
+	return nil
+}
+
+// detach closes u and removes it from the open set; false if already gone.
+func (s *Store) detach(u *upload) bool {
+	if !u.close() {
+		return false
+	}
+	s.mu.Lock()
+	delete(s.uploads, u.id)
+	s.mu.Unlock()
+	return true
+}
+
+// drop detaches u and discards its data once in-flight writes end.
+func (s *Store) drop(u *upload) bool {
+	if !s.detach(u) {
+		return false
+	}
+	u.writers.Wait()
+	u.st.Discard()
+	return true
+}
+
+// OpenUploads counts uploads not yet committed, aborted or expired.
+func (s *Store) OpenUploads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.uploads)
+}
+
+func (s *Store) janitor() {
+	defer close(s.done)
+	period := min(max(s.lim.UploadIdleTimeout/4, minSweep), maxSweep)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.expire()
+		}
+	}
+}
+
+// expire aborts uploads idle for longer than the idle timeout.
+func (s *Store) expire() {
+	deadline := s.now().Add(-s.lim.UploadIdleTimeout).UnixNano()
+	s.mu.Lock()
+	var idle []*upload
+	for _, u := range s.uploads {
+		if u.lastActive.Load() < deadline {
+			idle = append(idle, u)
+		}
+	}
+	s.mu.Unlock()
+	for _, u := range idle {
+		s.drop(u)
+	}
+}
+
+// Open returns a handle on the current version of name (generated content
+// for gen: names). Close the handle when done.
+func (s *Store) Open(name string) (*Handle, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if content.IsGen(name) {
+		g, err := content.ParseGen(name, s.lim.MaxFileSize)
+		if err != nil {
+			return nil, errs.New(errs.InvalidArgument, "%v", err)
+		}
+		return &Handle{Name: name, Info: Info{Size: g.Size, CRC: s.gen.crc(g)}, gen: g}, nil
+	}
+	if h := s.openCommitted(name); h != nil {
+		return h, nil
+	}
+	return s.openStored(name)
+}
+
+func (s *Store) openCommitted(name string) *Handle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.files[name]
+	if !ok {
+		return nil
+	}
+	b.acquire()
+	return &Handle{Name: name, Info: b.info, blob: b}
+}
+
+// openStored loads a file left by an earlier run (disk store), computing its
+// CRC outside the lock; a commit that raced ahead wins.
+func (s *Store) openStored(name string) (*Handle, error) {
+	info, src, err := s.back.load(name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if _, ok := s.files[name]; !ok {
+		s.files[name] = newBlob(info, src)
+		src = nil
+	}
+	s.mu.Unlock()
+	if src != nil {
+		_ = src.Close() // read-only, superseded by a concurrent commit
+	}
+	if h := s.openCommitted(name); h != nil {
+		return h, nil
+	}
+	return nil, notFound(name)
+}
+
+// Stat describes a file.
+func (s *Store) Stat(name string) (Info, error) {
+	h, err := s.Open(name)
+	if err != nil {
+		return Info{}, err
+	}
+	defer h.Close()
+	return h.Info, nil
+}
+
+func notFound(name string) error {
+	return errs.New(errs.NotFound, "file %q not found", name)
+}

@@ -1,0 +1,112 @@
+"""Distributed Locust on loopback against xferd-go: master + 2 workers, and --processes 2.
+
+The master's request count (Locust's own stats, --json) must equal the sum over the workers' client
+metrics (xfer_client_requests_total, as each worker wrote it at exit with --xfer-metrics-dump), and the
+master must list its workers' /metrics URLs while the test runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.loadgen.support import ROOT, fetch, free_port, locust_cmd, parse_prom, total
+from tests.support.servers import RunningServer, running_server
+
+RUN_S = 8
+COMMON = ["--xfer-sizes", "64KiB,128KiB", "--xfer-chunk", "32KiB", "--xfer-inflight", "4"]
+
+
+@pytest.fixture(scope="module")
+def go_server() -> Iterator[RunningServer]:
+    with running_server("xferd-go") as s:
+        yield s
+
+
+def _workers_from_master(master_metrics: str, want: int, deadline: float) -> dict[str, str]:
+    """Polls the master's /workers (a bounded loop) until `want` workers reported their /metrics URL."""
+    workers: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        try:
+            workers = json.loads(fetch(master_metrics.removesuffix("/metrics") + "/workers"))["workers"]
+        except OSError:
+            workers = {}
+        if len(workers) >= want:
+            return workers
+        time.sleep(0.2)
+    return workers
+
+
+def _check_counts(master_json: str, dump: Path, n_workers: int) -> None:
+    stats = json.loads(master_json)
+    dumps = sorted(dump.glob("worker-*.prom"))
+    assert len(dumps) == n_workers, [p.name for p in dump.iterdir()]
+    workers = [parse_prom(p.read_text()) for p in dumps]
+    assert all(total(w, "xfer_client_requests_total") > 0 for w in workers), "a worker did no calls"
+    names = {e["name"] for e in stats}
+    assert {"Upload", "Download", "Echo", "UploadChunk", "DownloadChunk"} <= names
+    for e in stats:
+        name = e["name"]
+        summed = sum(total(w, "xfer_client_requests_total", transport="grpc", method=name) for w in workers)
+        failed = sum(total(w, "xfer_client_requests_total", method=name, result="error") for w in workers)
+        assert e["num_requests"] == summed, (e["name"], e["num_requests"], summed)
+        assert e["num_failures"] == failed == 0, e["name"]
+    everything = sum(total(w, "xfer_client_requests_total") for w in workers)
+    assert sum(e["num_requests"] for e in stats) == everything
+
+
+def test_master_and_two_workers(go_server: RunningServer, tmp_path: Path) -> None:
+    mport, metrics_port = free_port(), free_port()
+    master_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    master = subprocess.Popen(
+        locust_cmd("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                   "--master-bind-port", str(mport), "--headless", "--host", go_server.target("grpc"),
+                   "-u", "6", "-r", "6", "-t", f"{RUN_S}s", "--json",
+                   "--xfer-metrics-port", str(metrics_port),
+                   "--xfer-metrics-dump", str(tmp_path), "--xfer-check", "failures==0", *COMMON),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    workers = [subprocess.Popen(
+        locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
+                   "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp_path)),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        for _ in range(2)]
+    procs = [master, *workers]
+    try:
+        listed = _workers_from_master(master_url, 2, time.monotonic() + 30)
+        assert len(listed) == 2, listed
+        for url in listed.values():  # worker ports: the first free ones after the master's
+            assert int(url.rsplit(":", 1)[1].split("/")[0]) > metrics_port
+            info = parse_prom(fetch(url))
+            assert total(info, "xfer_client_info", role="worker") == 1
+        assert total(parse_prom(fetch(master_url)), "xfer_client_info", role="master") == 1
+        out, err = master.communicate(timeout=RUN_S + 60)
+        for w in workers:
+            w.wait(timeout=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert master.returncode == 0, err[-3000:]
+    assert [w.returncode for w in workers] == [0, 0]
+    _check_counts(out, tmp_path, 2)
+
+
+def test_processes_two(go_server: RunningServer, tmp_path: Path) -> None:
+    mport, metrics_port = free_port(), free_port()
+    r = subprocess.run(
+        locust_cmd("--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(mport),
+                   "--master-port", str(mport), "--headless", "--host", go_server.target("grpc"),
+                   "-u", "4", "-r", "4", "-t", f"{RUN_S - 2}s", "--json",
+                   "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp_path), *COMMON),
+        cwd=ROOT, capture_output=True, text=True, timeout=RUN_S + 60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(list(tmp_path.glob("master-*.prom"))) == 1
+    # --processes children print their own (empty) --json lists too; the master's is the last one.
+    master_json = r.stdout[r.stdout.rindex("[\n"):]
+    _check_counts(master_json, tmp_path, 2)

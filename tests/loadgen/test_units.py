@@ -1,0 +1,165 @@
+"""Unit tests of loadgen's helpers: option parsing, histograms, snapshots, profiles."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import _xfer_metrics as xm
+import _xfer_options as xo
+import _xfer_profiles as xp
+import pytest
+
+from tests.loadgen.support import parse_prom, total
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("0", 0), ("512", 512), ("64KiB", 65536), ("1MiB", 1 << 20), ("1.5MiB", 3 << 19), ("4KB", 4000),
+    ("2 mib", 2 << 20), ("1GiB", 1 << 30),
+])
+def test_parse_size(text: str, want: int) -> None:
+    assert xo.parse_size(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "x", "1XB", "-1", "1.3B", "2GiB", "1e3"])
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="size"):
+        xo.parse_size(text)
+
+
+def test_sizes_list_and_distributions() -> None:
+    rng = random.Random(1)
+    spec = xo.parse_sizes("64KiB,1MiB,10MiB")
+    assert spec.values == (65536, 1 << 20, 10 << 20) and spec.max_size == 10 << 20
+    assert {spec.pick(rng) for _ in range(200)} == set(spec.values)
+    weighted = xo.parse_sizes("1KiB*9,2KiB")
+    picks = [weighted.pick(rng) for _ in range(2000)]
+    assert 0.85 < picks.count(1024) / len(picks) < 0.95
+    uni = xo.parse_sizes("uniform:1KiB:2KiB")
+    assert all(1024 <= uni.pick(rng) <= 2048 for _ in range(200))
+    ln = xo.parse_sizes("lognormal:1MiB:2")
+    assert ln.max_size == 64 << 20
+    vals = sorted(ln.pick(rng) for _ in range(4001))
+    assert 0.8 * (1 << 20) < vals[2000] < 1.25 * (1 << 20)  # the median
+    assert all(1 <= v <= 64 << 20 for v in vals)
+    assert xo.parse_sizes("lognormal:1MiB:0.5:4MiB").max_size == 4 << 20
+
+
+@pytest.mark.parametrize("text", ["", "1MiB,", "lognormal:1MiB", "lognormal:1MiB:x", "lognormal:0:1",
+                                  "uniform:2MiB:1MiB", "pareto:1:2", "1MiB*0", "1MiB*x", "2GiB"])
+def test_sizes_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match=r"--xfer-sizes .*a list of sizes"):
+        xo.parse_sizes(text)
+
+
+def test_small_options() -> None:
+    assert xo.parse_chunk("64KiB") == 65536
+    for bad in ("0", "5MiB", "x"):
+        with pytest.raises(ValueError, match="--xfer-chunk"):
+            xo.parse_chunk(bad)
+    assert xo.parse_inflight("16") == 16
+    for bad in ("0", "-1", "x", "2000"):
+        with pytest.raises(ValueError, match="--xfer-inflight"):
+            xo.parse_inflight(bad)
+    assert xo.parse_verify("on") is True and xo.parse_verify("off") is False
+    with pytest.raises(ValueError, match="--xfer-verify 'maybe': want on or off"):
+        xo.parse_verify("maybe")
+    assert xo.parse_profile("spike") == "spike"
+    with pytest.raises(ValueError, match="--xfer-profile 'flat': want one of steady, ramp"):
+        xo.parse_profile("flat")
+    assert xo.parse_rate("off") is None and xo.parse_rate("") is None
+    assert xo.parse_rate("100") == xo.Rate(100.0, False)
+    assert xo.parse_rate("poisson:2.5") == xo.Rate(2.5, True)
+    for bad in ("0", "poisson:", "gauss:3", "-5"):
+        with pytest.raises(ValueError, match="--xfer-rate"):
+            xo.parse_rate(bad)
+    assert xo.parse_metrics_port("0") == 0 and xo.parse_metrics_port("off") is None
+    with pytest.raises(ValueError, match="--xfer-metrics-port"):
+        xo.parse_metrics_port("70000")
+
+
+def test_mix() -> None:
+    assert xo.parse_mix("upload:1,download:1,echo:1") == {"upload": 1, "download": 1, "echo": 1}
+    assert xo.parse_mix("echo:3") == {"upload": 0, "download": 0, "echo": 3}
+    for bad in ("upload:0,echo:0", "stat:1", "upload", "upload:-1", "upload:1,upload:2", "echo:x"):
+        with pytest.raises(ValueError, match="--xfer-mix"):
+            xo.parse_mix(bad)
+
+
+def test_checks() -> None:
+    cs = xo.parse_checks("failures==0, p95<2s,p99(Echo)<=50ms,p99.9<1.5,failure_ratio<1%,rps>=10,cpu<90%")
+    assert [c.metric for c in cs] == ["failures", "quantile", "quantile", "quantile", "failure_ratio",
+                                      "rps", "cpu"]
+    assert cs[1].value == 2.0 and cs[1].quantile == 0.95
+    assert cs[2].method == "Echo" and math.isclose(cs[2].value, 0.05)
+    assert math.isclose(cs[3].quantile, 0.999)
+    assert math.isclose(cs[4].value, 0.01)
+    assert cs[0].holds(0) and not cs[0].holds(1)
+    for bad in ("p95", "p95<<2", "failures(Echo)==0", "p95(Stat)<1s", "p0<1s", "p95<2%", "latency<1",
+                "requests<5ms"):
+        with pytest.raises(ValueError, match="--xfer-check"):
+            xo.parse_checks(bad)
+    assert xo.parse_checks("") == []
+
+
+def test_bounds_contain_protocol_bounds() -> None:
+    assert set(map(float, xm.PROTOCOL_BOUNDS)) <= set(xm.BOUNDS)
+    assert list(xm.BOUNDS) == sorted(set(xm.BOUNDS))
+    assert xm.BOUNDS[0] == 0.0001 and 10.0 in xm.BOUNDS
+
+
+def test_fine_histogram_quantiles_within_one_percent() -> None:
+    rng = random.Random(7)
+    values = [rng.lognormvariate(math.log(0.003), 1.0) for _ in range(20000)]
+    s = xm.Series()
+    for v in values:
+        s.observe(v, True)
+    values.sort()
+    for q in (0.5, 0.9, 0.95, 0.99, 0.999):
+        exact = values[math.ceil(q * len(values)) - 1]
+        assert abs(xm.quantile([s], q) / exact - 1) < 0.01, q
+    assert xm.quantile([s], 1.0) == pytest.approx(values[-1], rel=0.01)
+    assert math.isnan(xm.quantile([xm.Series()], 0.5))
+
+
+def test_snapshot_wire_merge_and_render() -> None:
+    a, b = xm.Recorder(), xm.Recorder()
+    for i in range(10):
+        a.observe("grpc", "Echo", 0.001 * (i + 1), True)
+        b.observe("grpc", "Echo", 0.002, i % 2 == 0, "unavailable")
+    a.add_bytes("upload", 100)
+    a.verify("Upload", True)
+    wire = b.to_wire()
+    back = xm.Snapshot.from_wire(wire)
+    assert back.series[("grpc", "Echo")].err == 5 and back.errors[("grpc", "Echo", "unavailable")] == 5
+    merged = xm.Snapshot().add(a).add(back)
+    s = merged.series[("grpc", "Echo")]
+    assert (s.ok, s.err, s.count) == (15, 5, 20)
+    diff = merged.copy().add(a, -1)
+    assert diff.series[("grpc", "Echo")].count == 10
+    samples = parse_prom(xm.render(merged, users=3))
+    assert total(samples, "xfer_client_requests_total", method="Echo", result="ok") == 15
+    assert total(samples, "xfer_client_requests_total", method="Echo", result="error") == 5
+    assert total(samples, "xfer_client_request_duration_seconds_count", method="Echo") == 20
+    assert total(samples, "xfer_client_request_duration_seconds_bucket", method="Echo", le="0.002") == 12
+    assert total(samples, "xfer_client_request_duration_seconds_bucket", method="Echo", le="+Inf") == 20
+    assert total(samples, "xfer_client_transfer_bytes_total", direction="upload") == 100
+    assert total(samples, "xfer_client_users") == 3
+    assert total(samples, "xfer_client_verifications_total", method="Upload", result="ok") == 1
+
+
+def test_profiles() -> None:
+    # ramp: 1 -> 20 over 20 s, then 20 until 40 s, then over
+    assert xp.users_at("ramp", 0, 20, 40) == 1
+    assert xp.users_at("ramp", 10, 20, 40) == 10
+    assert xp.users_at("ramp", 19.9, 20, 40) == 19
+    assert xp.users_at("ramp", 25, 20, 40) == 20
+    assert xp.users_at("ramp", 40, 20, 40) is None
+    assert [xp.users_at("step", t, 10, 50) for t in (0, 10, 20, 30, 49)] == [2, 4, 6, 8, 10]
+    assert [xp.users_at("spike", t, 10, 100) for t in (0, 39, 40, 59, 60, 99)] == [2, 2, 10, 10, 2, 2]
+    assert xp.users_at("steady", 1e6, 7, None) == 7
+    assert xp.users_at("soak", 3, 10, 600) == 1 and xp.users_at("soak", 60, 10, 600) == 10
+    with pytest.raises(ValueError, match="needs -t"):
+        xp.users_at("ramp", 0, 10, None)
+    assert xp.spawn_rate_for("ramp", 20, 1, 40) == 1
+    assert xp.spawn_rate_for("ramp", 100, 1, 40) == 5

@@ -1,0 +1,134 @@
+"""Scraping arithmetic: text parsing, histogram quantiles, window figures; and the PromQL source's
+query_range conversion gives the same row fields as the scraper."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from xferbench import figures
+from xferbench.scrape import Snapshot, bucket_delta, parse_text, quantile
+from xferbench.sources import matrix_to_snapshots
+
+BOUNDS = (0.001, 0.002, 0.005, 0.01)
+
+
+def expo(
+    t: float, n_ok: float, n_err: float, lat: dict[float, float], rss: float, gc: float, cpu: float
+) -> str:
+    lines = [
+        "# TYPE xfer_requests_total counter",
+        f'xfer_requests_total{{transport="grpc",method="Echo",code="ok"}} {n_ok}',
+        f'xfer_requests_total{{transport="grpc",method="Echo",code="internal"}} {n_err}',
+        "# TYPE xfer_request_duration_seconds histogram",
+    ]
+    cum = 0.0
+    for b in BOUNDS:
+        cum += lat.get(b, 0.0)
+        lines.append(f'xfer_request_duration_seconds_bucket{{transport="grpc",method="Echo",le="{b}"}} {cum}')
+    lines += [
+        f'xfer_request_duration_seconds_bucket{{transport="grpc",method="Echo",le="+Inf"}} {cum}',
+        f'xfer_request_duration_seconds_count{{transport="grpc",method="Echo"}} {cum}',
+        f'xfer_request_duration_seconds_sum{{transport="grpc",method="Echo"}} {cum * 0.002}',
+        "# TYPE process_resident_memory_bytes gauge",
+        f"process_resident_memory_bytes {rss}",
+        "# TYPE process_cpu_seconds_total counter",
+        f"process_cpu_seconds_total {cpu}",
+        "# TYPE go_gc_duration_seconds summary",
+        'go_gc_duration_seconds{quantile="1"} 0.0005',
+        f"go_gc_duration_seconds_sum {gc * 0.0001}",
+        f"go_gc_duration_seconds_count {gc}",
+        "# TYPE python_info gauge",
+        'python_info{version="3"} 1',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def snaps() -> list[Snapshot]:
+    return [
+        parse_text(expo(0, 0, 0, {}, 10e6, 0, 0), t=100.0),
+        parse_text(expo(1, 100, 0, {0.001: 100}, 20e6, 2, 0.5), t=101.0),
+        parse_text(expo(2, 1000, 10, {0.001: 500, 0.002: 400, 0.005: 100}, 30e6, 12, 1.5), t=103.0),
+    ]
+
+
+def test_parse_keeps_only_wanted_families() -> None:
+    s = snaps()[1]
+    assert s.sum("xfer_requests_total") == 100
+    assert s.sum("process_cpu_seconds_total") == 0.5  # counter: kept although the parser strips "_total"
+    assert s.sum("python_info") is None
+    assert s.buckets("xfer_request_duration_seconds")[math.inf] == 100
+
+
+def test_quantile_interpolates_like_prometheus() -> None:
+    cum = {0.001: 50.0, 0.002: 100.0, math.inf: 100.0}
+    assert quantile(0.5, cum) == pytest.approx(0.001)
+    assert quantile(0.75, cum) == pytest.approx(0.0015)
+    assert quantile(0.25, cum) == pytest.approx(0.0005)
+    assert quantile(0.99, {0.001: 0.0, math.inf: 10.0}) == 0.001  # in +Inf: the highest finite bound
+    assert quantile(0.5, {}) is None and quantile(0.5, {1.0: 0.0}) is None
+    assert bucket_delta({1.0: 5}, {1.0: 8}) == {1.0: 3} and bucket_delta({1.0: 5}, {1.0: 2}) == {1.0: 2}
+
+
+def test_server_figures_over_window() -> None:
+    s = snaps()
+    f = figures.server_figures(s[1:], s)
+    assert f["server_qps"] == pytest.approx(910 / 2)
+    assert f["server_errors"] == 10
+    # Window latencies: 400 in ≤1 ms, 400 in (1,2] ms, 100 in (2,5] ms → P95 inside (2, 5] ms.
+    assert 0.002 < f["server_p95_s"] <= 0.005
+    assert f["rss_peak_bytes"] == 30e6 and f["rss_mean_bytes"] == 25e6
+    assert f["gc_pauses"] == 10 and f["gc_pause_total_s"] == pytest.approx(0.001)
+    assert f["server_cpu_cores"] == pytest.approx(0.5)
+    assert f["gc_pause_p99_s"] == 0.0005
+    assert f["alloc_resident_bytes"] is None  # not exported: stays None
+
+
+def test_promql_matrix_gives_same_figures() -> None:
+    s = snaps()
+    # Build what /api/v1/query_range returns for these snapshots (plus Prometheus' own labels).
+    series: dict[tuple, list] = {}
+    for snap in s:
+        for (name, labels), v in snap.samples.items():
+            key = (name, labels)
+            series.setdefault(key, []).append([snap.t, str(v)])
+    result = [
+        {"metric": {"__name__": n, **dict(ls), "instance": "127.0.0.1:9", "job": "xferd"}, "values": vals}
+        for (n, ls), vals in series.items()
+    ]
+    back = matrix_to_snapshots(result)
+    assert [b.t for b in back] == [x.t for x in s]
+    assert figures.server_figures(back[1:], back) == figures.server_figures(s[1:], s)
+
+
+def test_client_figures() -> None:
+    def c(t: float, ok: float, fail: float, cpu: float) -> Snapshot:
+        return parse_text(
+            "\n".join(
+                [
+                    "# TYPE xfer_client_requests_total counter",
+                    f'xfer_client_requests_total{{transport="frame",method="Echo",result="ok"}} {ok}',
+                    f'xfer_client_requests_total{{transport="frame",method="Echo",result="error"}} {fail}',
+                    "# TYPE xfer_client_transfer_bytes_total counter",
+                    f'xfer_client_transfer_bytes_total{{direction="upload"}} {ok * 10}',
+                    "# TYPE process_cpu_seconds_total counter",
+                    f"process_cpu_seconds_total {cpu}",
+                    "",
+                ]
+            ),
+            t=t,
+        )
+
+    f = figures.client_figures([c(0, 0, 0, 0), c(2, 200, 2, 1.9)])
+    assert f["client_qps"] == 101 and f["client_failures"] == 2
+    assert f["client_upload_bytes_per_s"] == 1000 and f["gen_cpu_cores"] == pytest.approx(0.95)
+    assert f["client_p95_s"] is None  # no histogram exported: no percentile invented
+
+
+def test_promql_steps_are_retimed_to_scrape_times() -> None:
+    from xferbench.sources import retime
+
+    steps = [Snapshot(10.0), Snapshot(11.0), Snapshot(12.0)]
+    # Step 12 repeats the sample scraped at 10.4 (a slower scrape): dropped, never a zero-length interval.
+    assert [s.t for s in retime(steps, {10.0: 9.4, 11.0: 10.4, 12.0: 10.4})] == [9.4, 10.4]

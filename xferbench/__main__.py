@@ -1,0 +1,5 @@
+import sys
+
+from xferbench.cli import main
+
+sys.exit(main())

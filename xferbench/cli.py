@@ -1,0 +1,208 @@
+"""The `xferbench` command: run, compare, report, list (and stack, from xferbench.stack)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from xferbench import experiment, stats
+from xferbench.report import fmt
+
+EXIT_INTERRUPTED = 130
+
+
+def _console() -> Console:
+    c = Console(stderr=False)
+    if not c.is_terminal:  # logs and CI: wide enough that tables do not wrap into unreadable columns
+        c = Console(stderr=False, width=200)
+    return c
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from xferbench import report, runner
+    from xferbench.progress import RichProgress, final_table
+    from xferbench.sources import FileSDRegistry, PromQLSource, ScrapeSource, stack_registry
+
+    err = Console(stderr=True)
+    try:
+        exp = experiment.load_file(args.experiment).with_overrides(repeats=args.repeat, quick=args.quick)
+    except experiment.ExperimentError as e:
+        err.print(f"[red]error:[/] {e}", highlight=False)
+        return 2
+    missing = sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
+    for b in missing:
+        err.print(
+            f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False
+        )
+    if args.prometheus:
+        register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack_registry()
+        source = PromQLSource(args.prometheus, register=register)
+    else:
+        source = ScrapeSource()
+    run_dir = Path(args.out) if args.out else Path(args.results) / f"{runner.utc_stamp()}-{exp.name}"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        err.print(f"[red]error:[/] {run_dir} exists and is not empty", highlight=False)
+        return 2
+    progress = RichProgress(err)
+    res = runner.sweep(exp, run_dir, source=source, progress=progress)
+    s = report.write_all(run_dir)
+    out = _console()
+    out.print(final_table(s))
+    failed = [r for r in res.rows if r.get("status") == "failed"]
+    if failed:
+        out.print(f"[red]{len(failed)} of {len(res.rows)} runs failed[/] (see summary.md)")
+    out.print(f"report: {run_dir / 'report.html'}", highlight=False, soft_wrap=True)
+    if res.interrupted:
+        return EXIT_INTERRUPTED
+    return 1 if failed and len(failed) == len(res.rows) else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from xferbench import report
+    from xferbench.progress import final_table
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "runs.jsonl").exists():
+        Console(stderr=True).print(f"[red]error:[/] {run_dir} has no runs.jsonl", highlight=False)
+        return 2
+    s = report.write_all(run_dir)
+    _console().print(final_table(s))
+    _console().print(f"report: {run_dir / 'report.html'}", highlight=False, soft_wrap=True)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from xferbench.report import summary
+
+    a_dir, b_dir = Path(args.run_a), Path(args.run_b)
+    for d in (a_dir, b_dir):
+        if not (d / "runs.jsonl").exists():
+            Console(stderr=True).print(f"[red]error:[/] {d} has no runs.jsonl", highlight=False)
+            return 2
+    sa, sb = summary.load(a_dir), summary.load(b_dir)
+    ca = {c.name: c for c in sa.cells}
+    cb = {c.name: c for c in sb.cells}
+    pairs = [(n, ca[n], cb[n]) for n in ca if n in cb]
+    if not pairs:
+        if len(ca) == 1 and len(cb) == 1:
+            (na, a1), (nb, b1) = next(iter(ca.items())), next(iter(cb.items()))
+            pairs = [(f"{na} → {nb}", a1, b1)]
+        else:
+            Console(stderr=True).print(
+                f"[red]error:[/] no cell in common; A has {sorted(ca)}, B has {sorted(cb)}", highlight=False
+            )
+            return 2
+    metrics = [m for m in (args.metric or stats.RANKED) if m in stats.METRIC_INFO]
+    t = Table(title=f"B / A   (A = {a_dir.name}, B = {b_dir.name})")
+    t.add_column("cell", style="bold")
+    t.add_column("metric")
+    t.add_column("A median", justify="right")
+    t.add_column("B median", justify="right")
+    t.add_column("B / A [95% CI]", justify="right")
+    t.add_column("verdict")
+    for name, a, b in pairs:
+        for m in metrics:
+            _, title, unit, higher = stats.METRIC_INFO[m]
+            va, vb = a.values.get(m, []), b.values.get(m, [])
+            if not va and not vb:
+                continue
+            c = stats.compare(va, vb, higher)
+            ratio = (
+                "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.lo else "")
+            )
+            style = {stats.BETTER: "green", stats.WORSE: "red"}.get(c.verdict, "dim")
+            t.add_row(
+                name,
+                title,
+                fmt.estimate(a.est[m], unit, False) + f" (n={c.n_a})",
+                fmt.estimate(b.est[m], unit, False) + f" (n={c.n_b})",
+                ratio,
+                f"[{style}]{c.verdict}[/]",
+            )
+    _console().print(t)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    t = Table(title=f"experiments in {experiment.EXPERIMENTS_DIR}")
+    for col in ("name", "cells", "repeats", "≈ minutes", "description"):
+        t.add_column(col)
+    status = 0
+    for p in experiment.shipped():
+        try:
+            e = experiment.load_file(p)
+        except experiment.ExperimentError as err:
+            t.add_row(p.stem, "-", "-", "-", f"[red]{err}[/]")
+            status = 1
+            continue
+        t.add_row(
+            e.name, str(len(e.cells)), str(e.repeats), f"{e.estimated_seconds() / 60:.1f}", e.description
+        )
+    _console().print(t)
+    return status
+
+
+def cmd_stack(argv: list[str]) -> int:
+    try:
+        mod = importlib.import_module("xferbench.stack")
+    except ImportError:
+        Console(stderr=True).print("[red]error:[/] xferbench.stack is not available in this checkout")
+        return 2
+    return int(mod.main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xferbench", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run an experiment (a TOML file or a shipped name such as 'quick')")
+    r.add_argument("experiment")
+    r.add_argument("--out", help="the run directory (default: RESULTS/<UTC time>-<experiment>)")
+    r.add_argument("--results", default="results", help="parent of run directories (default: results)")
+    r.add_argument("--repeat", type=int, help="override the experiment's repeats")
+    r.add_argument(
+        "--prometheus", metavar="URL", help="read server figures through PromQL from this Prometheus"
+    )
+    r.add_argument(
+        "--prometheus-sd",
+        metavar="DIR",
+        help="with --prometheus: write file_sd target files here for Prometheus to pick up",
+    )
+    r.add_argument("--quick", action="store_true", help="short durations (CI): 1 s warm-up, 3 s measured")
+    r.set_defaults(fn=cmd_run)
+    c = sub.add_parser("compare", help="compare two run directories cell by cell, as benchstat does")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.add_argument(
+        "--metric", action="append", help=f"metrics to compare (default: {', '.join(stats.RANKED)})"
+    )
+    c.set_defaults(fn=cmd_compare)
+    rp = sub.add_parser("report", help="re-render summary.csv, summary.md and report.html of a run directory")
+    rp.add_argument("run_dir")
+    rp.set_defaults(fn=cmd_report)
+    ls = sub.add_parser("list", help="list the shipped experiments")
+    ls.set_defaults(fn=cmd_list)
+    sub.add_parser("stack", help="local Prometheus stack (xferbench.stack)", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "stack":
+        return cmd_stack(argv[1:])
+    args = build_parser().parse_args(argv)
+    if getattr(args, "repeat", None) is not None and args.repeat < 1:
+        Console(stderr=True).print("[red]error:[/] --repeat must be >= 1")
+        return 2
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,583 @@
+"""Experiment files: the TOML schema, its validation, and the cells it expands to.
+
+An experiment is read and checked completely before anything starts; every error names the field (as a
+TOML path such as ``servers[1].flags.alloc``) and what it accepts.
+
+Schema (every key below is optional unless marked *required*)::
+
+    [experiment]
+    name = "quick"              # default: the file's stem
+    description = "..."
+    repeats = 2                 # runs of every cell, interleaved A B C A B C
+    warmup_s = 2                # seconds of load discarded before the measured window
+    baseline = "go/grpc/pool=on"  # cell the ranking compares with; default: the first cell
+
+    [load]                      # the load of every cell (a server group may override any key)
+    users = 8
+    spawn_rate = 8              # users started per second
+    duration_s = 8              # measured seconds (after warm-up)
+    profile = "steady"          # steady | ramp | step | spike | soak
+    mix = "upload:1,download:1,echo:1"
+    sizes = "64KiB"
+    chunk = "64KiB"
+    inflight = 4
+    verify = "on"               # on | off
+    rate = "200"                # open-loop arrivals per second, "R" or "poisson:R"; absent: closed loop
+    transport = "grpc"          # grpc | frame; may be a list in a server group (a matrix axis)
+
+    [pinning]                   # optional CPU pinning (CPU numbers as the kernel counts them)
+    server = [0]
+    generator = [1]
+
+    [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
+    server = "xferd-go"         # *required*: xferd-go | xferd-c
+    label = "go"                # short name used in cell names; default from the server
+    binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
+    args = ["--max-conns=256"]  # extra flags passed verbatim
+    [servers.flags]             # server flags; a list is a matrix axis
+    pool = ["on", "off"]
+    [servers.env]               # environment; a list is a matrix axis; "" means "leave unset"
+    MALLOC_ARENA_MAX = ["1", "2", "4", ""]
+    [servers.load]              # overrides of [load]; a list is a matrix axis
+    transport = ["grpc", "frame"]
+
+A cell is one point of a group's matrix; its name joins the label, the transport and every axis value
+(``go/grpc/pool=on``), unless ``name`` in the group gives a template like ``"go-{pool}-{transport}"``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS_DIR = ROOT / "experiments"
+
+PROFILES = ("steady", "ramp", "step", "spike", "soak")
+TRANSPORTS = ("grpc", "frame")
+ON_OFF = ("on", "off")
+ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB|k|K|M|G)?\s*$")
+_SIZE_MULT = {
+    None: 1,
+    "B": 1,
+    "KiB": 1 << 10,
+    "MiB": 1 << 20,
+    "GiB": 1 << 30,
+    "k": 1 << 10,
+    "K": 1 << 10,
+    "M": 1 << 20,
+    "G": 1 << 30,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+}
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+class ExperimentError(ValueError):
+    """An invalid experiment file; the message names the file, the field and what it accepts."""
+
+
+def parse_size(text: str | int) -> int:
+    """'64KiB' → 65536; also accepts plain integers. Raises ValueError."""
+    if isinstance(text, bool):
+        raise ValueError(text)
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError(text)
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(text)
+    value = int(float(m.group(1)) * _SIZE_MULT[m.group(2)])
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+# --- server knobs -------------------------------------------------------------------------------------
+
+
+def _one_of(*allowed: str):
+    def check(v: Any) -> str:
+        s = str(v)
+        if s not in allowed:
+            raise ValueError(" | ".join(allowed))
+        return s
+
+    return check
+
+
+def _pos_int(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError("a positive integer")
+    return str(v)
+
+
+def _gogc(v: Any) -> str:
+    if v == "off" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+        return str(v)
+    if isinstance(v, str) and v.isdigit() and int(v) > 0:
+        return v
+    raise ValueError('a positive integer (percent) | "off"')
+
+
+def _bytes_or_off(v: Any) -> str:
+    if v == "off":
+        return "off"
+    try:
+        return str(parse_size(v))
+    except ValueError:
+        raise ValueError('a size in bytes (e.g. 268435456 or "256MiB") | "off"') from None
+
+
+def _bytes(v: Any) -> str:
+    try:
+        return str(parse_size(v))
+    except ValueError:
+        raise ValueError('a size in bytes (e.g. 65536 or "64KiB")') from None
+
+
+def _store(v: Any) -> str:
+    s = str(v)
+    if s == "mem" or (s.startswith("disk:") and len(s) > 5):
+        return s
+    raise ValueError('"mem" | "disk:DIR"')
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    label: str
+    binary_env: str
+    transports: tuple[str, ...]
+    port0_flags: tuple[str, ...]
+    flags: dict[str, Any]  # flag name → validator returning the flag's text value
+
+
+SERVER_SPECS: dict[str, ServerSpec] = {
+    "xferd-go": ServerSpec(
+        "xferd-go",
+        "go",
+        "XFERD_GO_BIN",
+        ("grpc", "frame"),
+        ("--grpc-addr=127.0.0.1:0", "--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"),
+        {
+            "pool": _one_of(*ON_OFF),
+            "gogc": _gogc,
+            "memlimit": _bytes_or_off,
+            "store": _store,
+            "max-chunk": _bytes,
+            "max-frame": _bytes,
+            "max-conns": _pos_int,
+            "max-uploads": _pos_int,
+        },
+    ),
+    "xferd-c": ServerSpec(
+        "xferd-c",
+        "c",
+        "XFERD_C_BIN",
+        ("frame",),
+        ("--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"),
+        {
+            "alloc": _one_of(*ALLOCATORS),
+            "io-threads": _pos_int,
+            "workers": _pos_int,
+            "store": _store,
+            "max-chunk": _bytes,
+            "max-frame": _bytes,
+            "max-conns": _pos_int,
+            "max-uploads": _pos_int,
+        },
+    ),
+}
+
+
+# --- load ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    users: int = 8
+    spawn_rate: float = 8.0
+    duration_s: float = 8.0
+    profile: str = "steady"
+    mix: str = "upload:1,download:1,echo:1"
+    sizes: str = "64KiB"
+    chunk: str = "64KiB"
+    inflight: int = 4
+    verify: str = "on"
+    rate: str | None = None
+    transport: str = "grpc"
+
+
+LOAD_KEYS = tuple(Load.__dataclass_fields__)
+
+
+def _check_load_value(key: str, v: Any, where: str) -> Any:
+    def bad(allowed: str) -> ExperimentError:
+        return ExperimentError(f"{where}.{key} = {v!r}: expected {allowed}")
+
+    if key == "users" or key == "inflight":
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise bad("a positive integer")
+        return v
+    if key in ("spawn_rate", "duration_s"):
+        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+            raise bad("a positive number")
+        return float(v)
+    if key == "profile":
+        if v not in PROFILES:
+            raise bad(" | ".join(PROFILES))
+        return v
+    if key == "transport":
+        if v not in TRANSPORTS:
+            raise bad(" | ".join(TRANSPORTS))
+        return v
+    if key == "verify":
+        if v is True or v is False:
+            return "on" if v else "off"
+        if v not in ON_OFF:
+            raise bad("on | off")
+        return v
+    if key == "mix":
+        parts = str(v).split(",") if isinstance(v, str) else []
+        ok = bool(parts)
+        for p in parts:
+            m = re.fullmatch(r"(upload|download|echo)(?::(\d+))?", p.strip())
+            ok = ok and m is not None
+        if not ok:
+            raise bad('weights like "upload:1,download:1,echo:1" (methods: upload, download, echo)')
+        return v
+    if key == "chunk":
+        try:
+            parse_size(v)
+        except ValueError:
+            raise bad('a size such as "64KiB" or 65536') from None
+        return str(v)
+    if key == "sizes":
+        if not isinstance(v, str | int) or isinstance(v, bool) or str(v).strip() == "":
+            raise bad('a size list like "64KiB,1MiB" or a distribution like "lognormal:1MiB:2"')
+        return str(v)
+    if key == "rate":
+        s = str(v)
+        m = re.fullmatch(r"(?:poisson:)?(\d+(?:\.\d+)?)", s)
+        if isinstance(v, bool) or not m or float(m.group(1)) <= 0:
+            raise bad('arrivals per second: "R" or "poisson:R" with R > 0')
+        return s
+    raise ExperimentError(f"{where}.{key}: unknown key; allowed: {', '.join(LOAD_KEYS)}")
+
+
+# --- cells and the experiment -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    server: str
+    binary: str
+    flags: dict[str, str]
+    env: dict[str, str]  # "" values mean: remove the variable
+    args: tuple[str, ...]
+    load: Load
+    axes: dict[str, str]  # the values that distinguish this cell within its group
+
+    @property
+    def transport(self) -> str:
+        return self.load.transport
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._=-]+", "_", self.name.replace("/", "_"))
+
+    def server_argv(self) -> list[str]:
+        spec = SERVER_SPECS[self.server]
+        return [self.binary, *spec.port0_flags, *(f"--{k}={v}" for k, v in self.flags.items()), *self.args]
+
+    def server_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        for k, v in self.env.items():
+            if v == "":
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "transport": self.transport,
+            "flags": dict(self.flags),
+            "env": {k: v for k, v in self.env.items()},
+            "args": list(self.args),
+            "load": {k: getattr(self.load, k) for k in LOAD_KEYS},
+        }
+
+
+@dataclass(frozen=True)
+class Pinning:
+    server: tuple[int, ...] = ()
+    generator: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    path: Path | None
+    repeats: int
+    warmup_s: float
+    baseline: str
+    pinning: Pinning
+    cells: tuple[Cell, ...] = field(default_factory=tuple)
+
+    def cell(self, name: str) -> Cell:
+        for c in self.cells:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def with_overrides(self, repeats: int | None = None, quick: bool = False) -> Experiment:
+        """--repeat N and --quick (CI: 1 s warm-up, 3 s measured, a gentle spawn)."""
+        exp = self
+        if repeats is not None:
+            exp = replace(exp, repeats=repeats)
+        if quick:
+            cells = tuple(
+                replace(
+                    c,
+                    load=replace(
+                        c.load,
+                        duration_s=min(c.load.duration_s, 3.0),
+                        spawn_rate=max(c.load.spawn_rate, float(c.load.users)),
+                    ),
+                )
+                for c in exp.cells
+            )
+            exp = replace(exp, warmup_s=min(exp.warmup_s, 1.0), cells=cells)
+        return exp
+
+    def estimated_seconds(self, per_run_overhead_s: float = 2.5) -> float:
+        return sum(self.warmup_s + c.load.duration_s + per_run_overhead_s for c in self.cells) * self.repeats
+
+
+def _table(d: Any, where: str) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise ExperimentError(f"{where}: expected a table")
+    return d
+
+
+def _unknown(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise ExperimentError(f"{where}.{k}: unknown key; allowed: {', '.join(allowed)}")
+
+
+def _as_axis(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, list) else [v]
+
+
+def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str = "experiment") -> Experiment:
+    """Validates a decoded TOML document; raises ExperimentError naming `source` and the field."""
+    try:
+        return _parse(data, default_name)
+    except ExperimentError as e:
+        raise ExperimentError(f"{source}: {e}") from None
+
+
+def _parse(data: dict[str, Any], default_name: str) -> Experiment:
+    _unknown(data, ("experiment", "load", "pinning", "servers"), "(top level)")
+    meta = _table(data.get("experiment", {}), "experiment")
+    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline"), "experiment")
+    name = meta.get("name", default_name)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise ExperimentError(f"experiment.name = {name!r}: expected letters, digits, '.', '_' or '-'")
+    repeats = meta.get("repeats", 2)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ExperimentError(f"experiment.repeats = {repeats!r}: expected an integer >= 1")
+    warmup = meta.get("warmup_s", 2)
+    if isinstance(warmup, bool) or not isinstance(warmup, int | float) or warmup < 0:
+        raise ExperimentError(f"experiment.warmup_s = {warmup!r}: expected a number >= 0")
+
+    load_tab = _table(data.get("load", {}), "load")
+    base = Load()
+    base_vals = {k: _check_load_value(k, v, "load") for k, v in load_tab.items()}
+    base = replace(base, **base_vals)
+
+    pin_tab = _table(data.get("pinning", {}), "pinning")
+    _unknown(pin_tab, ("server", "generator"), "pinning")
+    ncpu = os.cpu_count() or 1
+    pins: dict[str, tuple[int, ...]] = {}
+    for k, v in pin_tab.items():
+        if (
+            not isinstance(v, list)
+            or not v
+            or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < ncpu for c in v)
+        ):
+            raise ExperimentError(
+                f"pinning.{k} = {v!r}: expected a non-empty list of CPU numbers 0..{ncpu - 1}"
+            )
+        pins[k] = tuple(v)
+    pinning = Pinning(**pins)
+
+    groups = data.get("servers")
+    if not isinstance(groups, list) or not groups:
+        raise ExperimentError("servers: required; expected one or more [[servers]] tables")
+    cells: list[Cell] = []
+    for gi, group in enumerate(groups):
+        cells += _group_cells(_table(group, f"servers[{gi}]"), f"servers[{gi}]", base)
+    seen: set[str] = set()
+    for c in cells:
+        if c.name in seen:
+            raise ExperimentError(
+                f"servers: two cells are both named {c.name!r}; give the groups different "
+                "labels or name templates"
+            )
+        seen.add(c.name)
+
+    baseline = meta.get("baseline", cells[0].name)
+    if baseline not in seen:
+        raise ExperimentError(
+            f"experiment.baseline = {baseline!r}: expected one of the cells: "
+            + ", ".join(c.name for c in cells)
+        )
+    return Experiment(
+        name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells)
+    )
+
+
+def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
+    _unknown(g, ("server", "label", "name", "binary", "args", "flags", "env", "load"), where)
+    server = g.get("server")
+    if server not in SERVER_SPECS:
+        raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join(SERVER_SPECS)}")
+    spec = SERVER_SPECS[server]
+    label = g.get("label", spec.label)
+    if not isinstance(label, str) or not label:
+        raise ExperimentError(f"{where}.label = {label!r}: expected a non-empty string")
+    binary = g.get("binary")
+    if binary is None:
+        binary = os.environ.get(spec.binary_env) or str(ROOT / "build" / "bin" / server)
+    elif not isinstance(binary, str):
+        raise ExperimentError(f"{where}.binary = {binary!r}: expected a path")
+    else:
+        binary = str((ROOT / binary) if not Path(binary).is_absolute() else Path(binary))
+    args = g.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ExperimentError(f"{where}.args = {args!r}: expected a list of strings")
+
+    axes: list[tuple[str, str, list[Any]]] = []  # (kind, key, values)
+    flags = _table(g.get("flags", {}), f"{where}.flags")
+    for k, v in flags.items():
+        if k not in spec.flags:
+            raise ExperimentError(
+                f"{where}.flags.{k}: unknown flag of {server}; allowed: " + ", ".join(spec.flags)
+            )
+        vals = []
+        for item in _as_axis(v):
+            try:
+                vals.append(spec.flags[k](item))
+            except ValueError as e:
+                raise ExperimentError(f"{where}.flags.{k} = {item!r}: expected {e}") from None
+        if not vals:
+            raise ExperimentError(f"{where}.flags.{k}: empty list")
+        axes.append(("flag", k, vals))
+    env = _table(g.get("env", {}), f"{where}.env")
+    for k, v in env.items():
+        if not _ENV_NAME_RE.match(k):
+            raise ExperimentError(f"{where}.env.{k}: not a valid environment variable name")
+        vals = _as_axis(v)
+        if not vals or not all(isinstance(x, str | int | float) and not isinstance(x, bool) for x in vals):
+            raise ExperimentError(
+                f"{where}.env.{k} = {v!r}: expected a string or a list of strings "
+                '("" leaves the variable unset)'
+            )
+        axes.append(("env", k, [str(x) for x in vals]))
+    load_over = _table(g.get("load", {}), f"{where}.load")
+    for k, v in load_over.items():
+        vals = [_check_load_value(k, x, f"{where}.load") for x in _as_axis(v)]
+        if not vals:
+            raise ExperimentError(f"{where}.load.{k}: empty list")
+        if k == "transport":
+            for t in vals:
+                if t not in spec.transports:
+                    raise ExperimentError(
+                        f"{where}.load.transport = {t!r}: {server} serves " + " | ".join(spec.transports)
+                    )
+        axes.append(("load", k, vals))
+    if "transport" not in load_over and base.transport not in spec.transports:
+        if len(spec.transports) == 1:
+            axes.append(("load", "transport", [spec.transports[0]]))
+        else:
+            raise ExperimentError(
+                f"load.transport = {base.transport!r}: {server} serves " + " | ".join(spec.transports)
+            )
+
+    template = g.get("name")
+    if template is not None and not isinstance(template, str):
+        raise ExperimentError(f'{where}.name = {template!r}: expected a template string like "go-{{pool}}"')
+    cells = []
+    for combo in itertools.product(*(vals for _, _, vals in axes)):
+        cflags: dict[str, str] = {}
+        cenv: dict[str, str] = {}
+        load_vals: dict[str, Any] = {}
+        axis_vals: dict[str, str] = {}
+        for (kind, key, vals), value in zip(axes, combo, strict=True):
+            {"flag": cflags, "env": cenv, "load": load_vals}[kind][key] = value
+            if len(vals) > 1:
+                axis_vals[key] = str(value) if value != "" else "default"
+        load = replace(base, **load_vals)
+        if template:
+            fmt = {
+                "label": label,
+                "server": server,
+                "transport": load.transport,
+                **cflags,
+                **{k: (v or "default") for k, v in cenv.items()},
+                **{k: getattr(load, k) for k in LOAD_KEYS},
+            }
+            try:
+                name = template.format(**fmt)
+            except (KeyError, IndexError, ValueError) as e:
+                raise ExperimentError(
+                    f"{where}.name = {template!r}: unknown field {e}; allowed: " + ", ".join(sorted(fmt))
+                ) from None
+        else:
+            parts = [label, load.transport] + [f"{k}={v}" for k, v in axis_vals.items() if k != "transport"]
+            name = "/".join(parts)
+        cells.append(Cell(name, server, binary, cflags, cenv, tuple(args), load, axis_vals))
+    return cells
+
+
+def load_file(path: str | Path) -> Experiment:
+    p = resolve(path)
+    try:
+        with open(p, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ExperimentError(f"{p}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ExperimentError(f"{p}: {e.strerror}") from None
+    exp = parse(data, str(p), default_name=p.stem)
+    return replace(exp, path=p)
+
+
+def resolve(path: str | Path) -> Path:
+    """A path, or the name of a shipped experiment ("quick" → experiments/quick.toml)."""
+    p = Path(path)
+    if p.exists() or p.suffix == ".toml" or "/" in str(path):
+        return p
+    shipped = EXPERIMENTS_DIR / f"{path}.toml"
+    return shipped if shipped.exists() else p
+
+
+def shipped() -> list[Path]:
+    return sorted(EXPERIMENTS_DIR.glob("*.toml"))

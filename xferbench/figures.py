@@ -1,0 +1,247 @@
+"""Row fields and per-second series from the snapshots of one run's measured window.
+
+Both metric sources (the built-in scraper and PromQL) hand over lists of `Snapshot`s, so every figure
+below is computed by one piece of code whichever source was used.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from xferbench.scrape import Snapshot, bucket_delta, counter_delta, quantile
+
+OK_RESULTS = ("ok", "success")
+GEN_SATURATED_CORES = 0.9  # a Locust process above 90% of one core is the bottleneck, not the server
+
+
+def _ok(d: dict[str, str]) -> bool:
+    return d.get("result", d.get("code", "ok")) in OK_RESULTS
+
+
+def _not_ok(d: dict[str, str]) -> bool:
+    return not _ok(d)
+
+
+def _op(d: dict[str, str]) -> bool:
+    """A whole client operation (Upload, Download, Echo), not a per-chunk record (UploadChunk, DownloadChunk)
+    that loadgen also keeps: client QPS and percentiles count each call once."""
+    return not d.get("method", "").endswith("Chunk")
+
+
+def _op_not_ok(d: dict[str, str]) -> bool:
+    return _op(d) and not _ok(d)
+
+
+def _rate(a: Snapshot, b: Snapshot, name: str, pred=None) -> float | None:
+    dt = b.t - a.t
+    d = counter_delta(a.sum(name, pred), b.sum(name, pred))
+    if d is None or dt <= 0:
+        return None
+    return d / dt
+
+
+def _hq(a: Snapshot, b: Snapshot, name: str, q: float, pred=None) -> float | None:
+    return quantile(q, bucket_delta(a.buckets(name, pred), b.buckets(name, pred)))
+
+
+def _series(snaps: list[Snapshot], name: str) -> list[float]:
+    return [v for v in (s.sum(name) for s in snaps) if v is not None]
+
+
+def window(snaps: list[Snapshot], t_from: float, t_to: float, slack: float = 0.5) -> list[Snapshot]:
+    return [s for s in snaps if t_from - slack <= s.t <= t_to + slack]
+
+
+def client_figures(win: list[Snapshot]) -> dict[str, Any]:
+    """Client QPS, bytes/s, P50/P95/P99 (from histograms), failures and generator CPU over the window."""
+    out: dict[str, Any] = dict.fromkeys(
+        (
+            "client_qps",
+            "client_bytes_per_s",
+            "client_upload_bytes_per_s",
+            "client_download_bytes_per_s",
+            "client_p50_s",
+            "client_p95_s",
+            "client_p99_s",
+            "client_requests",
+            "client_failures",
+            "client_failure_rate",
+            "gen_cpu_cores",
+            "client_users",
+        )
+    )
+    if len(win) < 2:
+        return out
+    a, b = win[0], win[-1]
+    dt = b.t - a.t
+    req = counter_delta(a.sum("xfer_client_requests_total", _op), b.sum("xfer_client_requests_total", _op))
+    fail = counter_delta(
+        a.sum("xfer_client_requests_total", _op_not_ok), b.sum("xfer_client_requests_total", _op_not_ok)
+    )
+    out["client_requests"] = req
+    out["client_failures"] = (fail or 0.0) if req is not None else None
+    if req is not None and dt > 0:
+        out["client_qps"] = req / dt
+        out["client_failure_rate"] = (fail or 0.0) / req if req else 0.0
+    out["client_bytes_per_s"] = _rate(a, b, "xfer_client_transfer_bytes_total")
+    out["client_upload_bytes_per_s"] = _rate(
+        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "upload"
+    )
+    out["client_download_bytes_per_s"] = _rate(
+        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "download"
+    )
+    for q, key in ((0.5, "client_p50_s"), (0.95, "client_p95_s"), (0.99, "client_p99_s")):
+        out[key] = _hq(a, b, "xfer_client_request_duration_seconds", q, _op)
+    methods: dict[str, dict[str, float | None]] = {}
+    for (n, ls), _v in b.samples.items():
+        m = dict(ls).get("method")
+        if n == "xfer_client_requests_total" and m and m not in methods:
+
+            def is_m(d: dict[str, str], m: str = m) -> bool:
+                return d.get("method") == m
+
+            methods[m] = {
+                "qps": _rate(a, b, "xfer_client_requests_total", is_m),
+                "p50_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.5, is_m),
+                "p95_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.95, is_m),
+                "p99_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.99, is_m),
+            }
+    out["client_methods"] = methods
+    out["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
+    users = _series(win, "xfer_client_users")
+    out["client_users"] = max(users) if users else None
+    return out
+
+
+def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> dict[str, Any]:
+    """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
+    allocator figures over the window. Figures a server does not export stay None."""
+    keys = (
+        "server_qps",
+        "server_p95_s",
+        "server_p99_s",
+        "server_errors",
+        "server_cpu_cores",
+        "server_bytes_per_s",
+        "rss_peak_bytes",
+        "rss_mean_bytes",
+        "gc_pauses",
+        "gc_pause_total_s",
+        "gc_pause_p99_s",
+        "gc_cpu_share",
+        "heap_inuse_mean_bytes",
+        "alloc_allocated_bytes",
+        "alloc_resident_bytes",
+        "alloc_resident_peak_bytes",
+    )
+    out: dict[str, Any] = dict.fromkeys(keys)
+    if len(win) < 2:
+        return out
+    a, b = win[0], win[-1]
+    dt = b.t - a.t
+    out["server_qps"] = _rate(a, b, "xfer_requests_total")
+    if b.sum("xfer_requests_total") is not None:
+        out["server_errors"] = counter_delta(
+            a.sum("xfer_requests_total", _not_ok) or 0.0, b.sum("xfer_requests_total", _not_ok) or 0.0
+        )
+    out["server_p95_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.95)
+    out["server_p99_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.99)
+    cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
+    out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
+    out["server_bytes_per_s"] = _rate(a, b, "xfer_transfer_bytes_total")
+    rss_all = _series(whole or win, "process_resident_memory_bytes")
+    rss_win = _series(win, "process_resident_memory_bytes")
+    out["rss_peak_bytes"] = max(rss_all) if rss_all else None
+    out["rss_mean_bytes"] = sum(rss_win) / len(rss_win) if rss_win else None
+    # Go GC: pauses from the summary's count/sum; P99 from the runtime/metrics pause histogram when exported.
+    n = counter_delta(a.sum("go_gc_duration_seconds_count"), b.sum("go_gc_duration_seconds_count"))
+    if n is not None:
+        out["gc_pauses"] = n
+        out["gc_pause_total_s"] = counter_delta(
+            a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum")
+        )
+    if b.buckets("go_sched_pauses_total_gc_seconds"):
+        out["gc_pause_p99_s"] = _hq(a, b, "go_sched_pauses_total_gc_seconds", 0.99)
+        if out["gc_pauses"] is None:
+            cnt = b.buckets("go_sched_pauses_total_gc_seconds")
+            cnt0 = a.buckets("go_sched_pauses_total_gc_seconds")
+            out["gc_pauses"] = max(cnt.values()) - (max(cnt0.values()) if cnt0 else 0.0)
+    elif n is not None:
+        mx = [s.get("go_gc_duration_seconds", quantile="1") for s in win]
+        mx = [v for v in mx if v is not None]
+        out["gc_pause_p99_s"] = max(mx) if mx and n else None  # the summary's max: an upper bound
+    gc_cpu = counter_delta(
+        a.sum("go_cpu_classes_gc_total_cpu_seconds_total"), b.sum("go_cpu_classes_gc_total_cpu_seconds_total")
+    )
+    if gc_cpu is not None and cpu:
+        out["gc_cpu_share"] = gc_cpu / cpu
+    heap = _series(win, "go_memstats_heap_inuse_bytes")
+    out["heap_inuse_mean_bytes"] = sum(heap) / len(heap) if heap else None
+    alloc = _series(win, "xfer_allocator_allocated_bytes")
+    res = _series(win, "xfer_allocator_resident_bytes")
+    out["alloc_allocated_bytes"] = sum(alloc) / len(alloc) if alloc else None
+    out["alloc_resident_bytes"] = sum(res) / len(res) if res else None
+    res_all = _series(whole or win, "xfer_allocator_resident_bytes")
+    out["alloc_resident_peak_bytes"] = max(res_all) if res_all else None
+    return out
+
+
+def live(prev: Snapshot | None, cur: Snapshot | None) -> tuple[float | None, float | None]:
+    """Client QPS and P95 over the last scrape interval, for the progress display."""
+    if prev is None or cur is None:
+        return None, None
+    return (
+        _rate(prev, cur, "xfer_client_requests_total", _op),
+        _hq(prev, cur, "xfer_client_request_duration_seconds", 0.95, _op),
+    )
+
+
+SERIES_COLUMNS = (
+    "t",
+    "client_qps",
+    "client_p95_s",
+    "client_bytes_per_s",
+    "gen_cpu_cores",
+    "server_qps",
+    "server_p95_s",
+    "rss_bytes",
+    "gc_pauses_per_s",
+    "gc_pause_s_per_s",
+    "heap_inuse_bytes",
+    "alloc_resident_bytes",
+    "server_cpu_cores",
+)
+
+
+def series(client: list[Snapshot], server: list[Snapshot], t0: float) -> list[dict[str, Any]]:
+    """Per-interval series (one row per consecutive pair of client snapshots), t relative to t0."""
+    rows = []
+    srv = sorted(server, key=lambda s: s.t)
+    for a, b in itertools.pairwise(client):
+        row: dict[str, Any] = dict.fromkeys(SERIES_COLUMNS)
+        row["t"] = round(b.t - t0, 3)
+        row["client_qps"] = _rate(a, b, "xfer_client_requests_total", _op)
+        row["client_p95_s"] = _hq(a, b, "xfer_client_request_duration_seconds", 0.95, _op)
+        row["client_bytes_per_s"] = _rate(a, b, "xfer_client_transfer_bytes_total")
+        row["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
+        sa, sb = _nearest(srv, a.t), _nearest(srv, b.t)
+        if sa is not None and sb is not None and sb.t > sa.t:
+            row["server_qps"] = _rate(sa, sb, "xfer_requests_total")
+            row["server_p95_s"] = _hq(sa, sb, "xfer_request_duration_seconds", 0.95)
+            row["rss_bytes"] = sb.sum("process_resident_memory_bytes")
+            row["gc_pauses_per_s"] = _rate(sa, sb, "go_gc_duration_seconds_count")
+            row["gc_pause_s_per_s"] = _rate(sa, sb, "go_gc_duration_seconds_sum")
+            row["heap_inuse_bytes"] = sb.sum("go_memstats_heap_inuse_bytes")
+            row["alloc_resident_bytes"] = sb.sum("xfer_allocator_resident_bytes")
+            row["server_cpu_cores"] = _rate(sa, sb, "process_cpu_seconds_total")
+        rows.append(row)
+    return rows
+
+
+def _nearest(snaps: list[Snapshot], t: float, slack: float = 0.6) -> Snapshot | None:
+    best = None
+    for s in snaps:
+        if abs(s.t - t) <= slack and (best is None or abs(s.t - t) < abs(best.t - t)):
+            best = s
+    return best

@@ -1,0 +1,355 @@
+"""Child processes: the server under test and Locust, each in its own process group, never orphaned.
+
+- Readiness is the server's `<name> ready key=value ...` stderr line (proto/PROTOCOL.md), read with a
+  deadline; Locust's readiness is its metrics port answering, polled with a deadline.
+- Every child starts in a new session (its own process group; the terminal's Ctrl-C does not reach it, the
+  runner stops it) with PR_SET_PDEATHSIG=SIGKILL, so even a runner killed with SIGKILL takes its direct
+  children along. Stopping sends SIGTERM to the whole group, then SIGKILL after a grace period.
+- Every live child is in a registry that `kill_all()` (atexit and signal handlers) empties.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import ctypes
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from xferbench.experiment import ROOT
+
+READY_TIMEOUT_S = 30.0
+STOP_GRACE_S = 10.0
+TAIL_LINES = 40
+
+_live: set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+
+
+def _preexec(cpus: Sequence[int] | None):
+    def fn() -> None:
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if cpus:
+            os.sched_setaffinity(0, set(cpus))
+
+    return fn
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+    cpus: Sequence[int] | None = None,
+) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=_preexec(cpus),
+    )
+    with _live_lock:
+        _live.add(proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace_s: float = STOP_GRACE_S) -> int:
+    """Signals the process group, waits up to grace_s, then SIGKILLs the group. Returns the exit status."""
+    try:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # The leader may be gone while others in its group (Locust --processes) live on: kill the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait(timeout=grace_s)
+        return proc.returncode
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+
+
+def kill_all() -> None:
+    with _live_lock:
+        procs = list(_live)
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            p.wait(timeout=5)
+        with _live_lock:
+            _live.discard(p)
+
+
+atexit.register(kill_all)
+
+
+def live_pids() -> list[int]:
+    with _live_lock:
+        return [p.pid for p in _live if p.poll() is None]
+
+
+def free_port() -> int:
+    """A loopback port free right now (for Locust's metrics port, which has no port-0 report)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerStartError(RuntimeError):
+    def __init__(self, message: str, tail: list[str]) -> None:
+        super().__init__(message)
+        self.tail = tail
+
+
+def parse_ready_line(line: str, name: str) -> dict[str, str] | None:
+    words = line.split()
+    if len(words) < 2 or words[0] != name or words[1] != "ready":
+        return None
+    return dict(w.split("=", 1) for w in words[2:] if "=" in w)
+
+
+class Server:
+    """A running server: its ready-line fields, a stderr tail kept by a drain thread, and a log file."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: dict[str, str],
+        log_path: Path | None = None,
+        cpus: Sequence[int] | None = None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.ready: dict[str, str] = {}
+        self.ready_line = ""
+        self._log = open(log_path, "w", encoding="utf-8") if log_path else None
+        if not Path(self.argv[0]).exists():
+            self._close_log()
+            raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
+        self.proc = spawn(self.argv, env=env, cpus=cpus)
+        try:
+            self._wait_ready(ready_timeout_s)
+        except BaseException:
+            stop(self.proc, signal.SIGKILL, 2)
+            self._drain_rest()
+            self._close_log()
+            raise
+        self._drainer = threading.Thread(target=self._drain, name=f"{name}-stderr", daemon=True)
+        self._drainer.start()
+
+    def _line(self, line: str) -> None:
+        self.tail.append(line)
+        if self._log:
+            self._log.write(line + "\n")
+            self._log.flush()
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout_s
+        self._buf = b""
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ServerStartError(
+                        f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail)
+                    )
+                if not sel.select(timeout=left):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    try:
+                        code = self.proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                    raise ServerStartError(
+                        f"{self.name} exited with status {code} before it was ready", list(self.tail)
+                    )
+                self._buf += chunk
+                while b"\n" in self._buf:
+                    raw, self._buf = self._buf.split(b"\n", 1)
+                    line = raw.decode(errors="replace")
+                    self._line(line)
+                    ready = parse_ready_line(line, self.name)
+                    if ready is not None:
+                        self.ready, self.ready_line = ready, line
+                        return
+        finally:
+            sel.close()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except (OSError, ValueError):
+                break
+            if not chunk:
+                break
+            self._buf += chunk
+            while b"\n" in self._buf:
+                raw, self._buf = self._buf.split(b"\n", 1)
+                self._line(raw.decode(errors="replace"))
+        if self._buf:
+            self._line(self._buf.decode(errors="replace"))
+            self._buf = b""
+
+    def _drain_rest(self) -> None:
+        if self.proc.stderr is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            rest = self.proc.stderr.read()
+            for line in (getattr(self, "_buf", b"") + rest).decode(errors="replace").splitlines():
+                self._line(line)
+
+    def _close_log(self) -> None:
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def addr(self, key: str) -> str:
+        if key not in self.ready:
+            raise KeyError(f"{self.name}'s ready line has no {key}= address: {self.ready_line!r}")
+        return self.ready[key]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        code = stop(self.proc, sig)
+        self._drainer.join(timeout=5)
+        with contextlib.suppress(Exception):
+            if self.proc.stderr:
+                self.proc.stderr.close()
+        self._close_log()
+        return code
+
+
+def locust_argv(host: str, load, metrics_port: int, run_time_s: float) -> list[str]:
+    """The Locust command line for one cell's load (see the loadgen contract). $XFERBENCH_LOADGEN names
+    another locustfile folder than loadgen/."""
+    loadgen = os.environ.get("XFERBENCH_LOADGEN") or str(ROOT / "loadgen")
+    argv = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        loadgen,
+        "--headless",
+        "--host",
+        host,
+        "-u",
+        str(load.users),
+        "-r",
+        f"{load.spawn_rate:g}",
+        "-t",
+        f"{max(1, round(run_time_s))}s",
+        "--xfer-profile",
+        load.profile,
+        "--xfer-mix",
+        load.mix,
+        "--xfer-sizes",
+        load.sizes,
+        "--xfer-chunk",
+        str(load.chunk),
+        "--xfer-inflight",
+        str(load.inflight),
+        "--xfer-verify",
+        load.verify,
+        "--xfer-metrics-port",
+        str(metrics_port),
+        "--only-summary",
+        "--loglevel",
+        "WARNING",
+    ]
+    if load.rate:
+        argv += ["--xfer-rate", load.rate]
+    return argv
+
+
+class Locust:
+    """Locust headless as a subprocess, output to a log file; ready when its metrics port answers."""
+
+    def __init__(
+        self, argv: Sequence[str], metrics_port: int, log_path: Path, cpus: Sequence[int] | None = None
+    ) -> None:
+        self.argv = list(argv)
+        self.metrics_port = metrics_port
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = spawn(self.argv, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, cpus=cpus)
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Polls the metrics port until it answers; raises with Locust's output tail if it exits or times
+        out."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.metrics_port), timeout=0.5):
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise ServerStartError(
+                    f"locust exited with status {self.proc.returncode} before its metrics port answered",
+                    self.tail(),
+                )
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"locust's metrics port {self.metrics_port} did not answer within {timeout_s:.0f}s",
+                    self.tail(),
+                )
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=0.05)  # a bounded poll interval that returns at once if it exits
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, n: int = TAIL_LINES) -> list[str]:
+        self._log.flush()
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return []
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = STOP_GRACE_S) -> int:
+        code = stop(self.proc, sig, grace_s)
+        self._log.close()
+        return code

@@ -1,0 +1,152 @@
+"""Terminal progress with rich: runs done of total, time left, the current cell's live QPS and P95, and a
+final table. Without a terminal (CI, pipes) it prints one plain line per finished run instead."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from xferbench import stats
+from xferbench.experiment import Experiment
+from xferbench.matrix import Run
+from xferbench.report import fmt
+from xferbench.report.summary import Summary
+from xferbench.report.tables import short_columns
+
+
+class RichProgress:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.interactive = self.console.is_terminal
+        self._live: Live | None = None
+        self.bar = Progress(
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left ≈ {task.fields[left]}"),
+            console=self.console,
+        )
+        self.status = Text("")
+        self.task = None
+        self.remaining_s = 0.0
+        self.started = 0.0
+        self.done = 0
+        self.est_per_run: dict[int, float] = {}
+        self.runs: list[Run] = []
+
+    def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None:
+        self.runs = runs
+        self.est_per_run = {r.order: exp.warmup_s + r.cell.load.duration_s + 2.5 for r in runs}
+        self.started = time.monotonic()
+        self.console.print(
+            f"[bold]xferbench[/] {exp.name}: {len(exp.cells)} cells x {exp.repeats} repeats "
+            f"= {len(runs)} runs → {run_dir}"
+        )
+        self.task = self.bar.add_task("runs", total=len(runs), left=self._left())
+        if self.interactive:
+            self._live = Live(
+                Group(self.bar, self.status), console=self.console, refresh_per_second=4, transient=False
+            )
+            self._live.start()
+
+    def _left(self, in_run_s: float = 0.0) -> str:
+        if self.done:
+            per = (time.monotonic() - self.started - in_run_s) / self.done
+            left = per * (len(self.runs) - self.done) - in_run_s
+        else:
+            left = sum(self.est_per_run.values()) - in_run_s
+        left = max(left, 0.0)
+        m, s = divmod(int(left), 60)
+        return f"{m}m{s:02d}s"
+
+    def start_run(self, run: Run) -> None:
+        self.status = Text(f"▶ {run.cell.name} (repeat {run.repeat}) starting")
+        self._refresh()
+
+    def phase(self, run: Run, text: str) -> None:
+        self.status = Text(f"▶ {run.cell.name} (repeat {run.repeat}) {text}")
+        self._refresh()
+
+    def live(self, run: Run, elapsed: float, total: float, qps: float | None, p95: float | None) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, left=self._left(elapsed))
+        self.status = Text(
+            f"▶ {run.cell.name} (repeat {run.repeat}) {elapsed:4.0f}/{total:.0f}s   "
+            f"QPS {fmt.value(qps, 'req/s')}   P95 {fmt.value(p95, 's')}"
+        )
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(Group(self.bar, self.status))
+
+    def end_run(self, run: Run, row: dict[str, Any]) -> None:
+        self.done += 1
+        if self.task is not None:
+            self.bar.update(self.task, advance=1, left=self._left())
+        st = row.get("status")
+        if st == "ok":
+            msg = (
+                f"{run.cell.name} r{run.repeat}: QPS {fmt.value(row.get('client_qps'), 'req/s')}, "
+                f"P95 {fmt.value(row.get('client_p95_s'), 's')}, "
+                f"RSS peak {fmt.value(row.get('rss_peak_bytes'), 'B')}"
+            )
+            style = "green"
+        else:
+            msg = f"{run.cell.name} r{run.repeat}: {st.upper()}: {row.get('error')}"
+            style = "red"
+        for w in row.get("warnings") or []:
+            msg += f"\n    ⚠ {w}"
+        self.console.print(
+            f"[{style}]{'✓' if st == 'ok' else '✗'}[/] {msg}"
+            if self.interactive
+            else f"[{self.done}/{len(self.runs)}] {msg}",
+            highlight=False,
+        )
+        self._refresh()
+
+    def end_sweep(self) -> None:
+        if self._live is not None:
+            self.status = Text("")
+            self._live.update(Group(self.bar))
+            self._live.stop()
+            self._live = None
+
+
+def final_table(s: Summary) -> Table:
+    cols = short_columns(s)
+    t = Table(
+        title=f"{s.meta.get('experiment', '')}: medians across repeats (CIs in summary.md)", show_lines=False
+    )
+    t.add_column("cell", style="bold", no_wrap=True)
+    t.add_column("runs", justify="right")
+    for m in cols:
+        t.add_column(SHORT_TITLES.get(m, stats.METRIC_INFO[m][1]), justify="right")
+    t.add_column("QPS vs base", justify="right")
+    for c in s.ranked():
+        runs = str(c.n_ok) + (f" [red]+{c.n_failed}✗[/]" if c.n_failed else "")
+        vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2], with_ci=False) for m in cols]
+        cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get("client_qps"))
+        t.add_row(c.name, runs, *vals, cmp_)
+    return t
+
+
+SHORT_TITLES = {
+    "client_qps": "QPS",
+    "client_bytes_per_s": "bytes/s",
+    "client_p95_s": "P95",
+    "client_p99_s": "P99",
+    "server_p95_s": "srv P95",
+    "rss_peak_bytes": "RSS peak",
+    "gc_pause_total_s": "GC pause",
+    "alloc_resident_bytes": "alloc res.",
+    "gen_cpu_cores": "gen CPU",
+}
