@@ -13,7 +13,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   prometheus
 )
-GO_MIN_MINOR=24
+GO_MIN_MINOR=25
 
 say() { printf 'bootstrap: %s\n' "$*"; }
 

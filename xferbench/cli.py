@@ -36,9 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     missing = sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
     for b in missing:
-        err.print(
-            f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False
-        )
+        err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
     if args.prometheus:
         register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack_registry()
         source = PromQLSource(args.prometheus, register=register)
@@ -112,9 +110,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if not va and not vb:
                 continue
             c = stats.compare(va, vb, higher)
-            ratio = (
-                "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.lo else "")
-            )
+            ratio = "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.lo else "")
             style = {stats.BETTER: "green", stats.WORSE: "red"}.get(c.verdict, "dim")
             t.add_row(
                 name,
@@ -140,9 +136,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             t.add_row(p.stem, "-", "-", "-", f"[red]{err}[/]")
             status = 1
             continue
-        t.add_row(
-            e.name, str(len(e.cells)), str(e.repeats), f"{e.estimated_seconds() / 60:.1f}", e.description
-        )
+        t.add_row(e.name, str(len(e.cells)), str(e.repeats), f"{e.estimated_seconds() / 60:.1f}", e.description)
     _console().print(t)
     return status
 
@@ -164,9 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="the run directory (default: RESULTS/<UTC time>-<experiment>)")
     r.add_argument("--results", default="results", help="parent of run directories (default: results)")
     r.add_argument("--repeat", type=int, help="override the experiment's repeats")
-    r.add_argument(
-        "--prometheus", metavar="URL", help="read server figures through PromQL from this Prometheus"
-    )
+    r.add_argument("--prometheus", metavar="URL", help="read server figures through PromQL from this Prometheus")
     r.add_argument(
         "--prometheus-sd",
         metavar="DIR",
@@ -177,9 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="compare two run directories cell by cell, as benchstat does")
     c.add_argument("run_a")
     c.add_argument("run_b")
-    c.add_argument(
-        "--metric", action="append", help=f"metrics to compare (default: {', '.join(stats.RANKED)})"
-    )
+    c.add_argument("--metric", action="append", help=f"metrics to compare (default: {', '.join(stats.RANKED)})")
     c.set_defaults(fn=cmd_compare)
     rp = sub.add_parser("report", help="re-render summary.csv, summary.md and report.html of a run directory")
     rp.add_argument("run_dir")

@@ -47,9 +47,12 @@ A cell is one point of a group's matrix; its name joins the label, the transport
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 import os
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,17 +66,13 @@ TRANSPORTS = ("grpc", "frame")
 ON_OFF = ("on", "off")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB|k|K|M|G)?\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
 _SIZE_MULT = {
     None: 1,
     "B": 1,
     "KiB": 1 << 10,
     "MiB": 1 << 20,
     "GiB": 1 << 30,
-    "k": 1 << 10,
-    "K": 1 << 10,
-    "M": 1 << 20,
-    "G": 1 << 30,
     "KB": 1000,
     "MB": 1000**2,
     "GB": 1000**3,
@@ -222,9 +221,48 @@ class Load:
 LOAD_KEYS = tuple(Load.__dataclass_fields__)
 
 
+_LOADGEN_PARSERS = {
+    "mix": "parse_mix",
+    "chunk": "parse_chunk",
+    "sizes": "parse_sizes",
+    "rate": "parse_rate",
+    "inflight": "parse_inflight",
+}
+
+
+@functools.cache
+def _loadgen_options() -> Any:
+    """loadgen's own option parsers (loadgen/_xfer_options.py, no Locust import), so an experiment is
+    refused for exactly the values Locust would refuse; None when loadgen is not there."""
+    path = ROOT / "loadgen" / "_xfer_options.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("_xferbench_loadgen_options", path)
+    if spec is None or spec.loader is None:
+        return None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(mod)
+    except Exception:
+        sys.modules.pop(spec.name, None)  # a broken loadgen shows up when Locust starts; do not fail validation on it
+        return None
+    return mod
+
+
 def _check_load_value(key: str, v: Any, where: str) -> Any:
     def bad(allowed: str) -> ExperimentError:
         return ExperimentError(f"{where}.{key} = {v!r}: expected {allowed}")
+
+    opts = _loadgen_options()
+    fn = getattr(opts, _LOADGEN_PARSERS.get(key, ""), None) if opts is not None else None
+    if fn is not None and not isinstance(v, bool) and isinstance(v, str | int):
+        try:
+            fn(str(v))
+        except ValueError as e:
+            raise ExperimentError(f"{where}.{key} = {v!r}: {e}") from None
+        if key != "inflight":
+            return str(v)  # exactly what Locust will accept
 
     if key == "users" or key == "inflight":
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -269,7 +307,7 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
         return str(v)
     if key == "rate":
         s = str(v)
-        m = re.fullmatch(r"(?:poisson:)?(\d+(?:\.\d+)?)", s)
+        m = re.fullmatch(r"(?:poisson:|constant:)?(\d+(?:\.\d+)?)", s)
         if isinstance(v, bool) or not m or float(m.group(1)) <= 0:
             raise bad('arrivals per second: "R" or "poisson:R" with R > 0')
         return s
@@ -422,9 +460,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
             or not v
             or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < ncpu for c in v)
         ):
-            raise ExperimentError(
-                f"pinning.{k} = {v!r}: expected a non-empty list of CPU numbers 0..{ncpu - 1}"
-            )
+            raise ExperimentError(f"pinning.{k} = {v!r}: expected a non-empty list of CPU numbers 0..{ncpu - 1}")
         pins[k] = tuple(v)
     pinning = Pinning(**pins)
 
@@ -438,20 +474,16 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     for c in cells:
         if c.name in seen:
             raise ExperimentError(
-                f"servers: two cells are both named {c.name!r}; give the groups different "
-                "labels or name templates"
+                f"servers: two cells are both named {c.name!r}; give the groups different labels or name templates"
             )
         seen.add(c.name)
 
     baseline = meta.get("baseline", cells[0].name)
     if baseline not in seen:
         raise ExperimentError(
-            f"experiment.baseline = {baseline!r}: expected one of the cells: "
-            + ", ".join(c.name for c in cells)
+            f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
-    return Experiment(
-        name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells)
-    )
+    return Experiment(name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells))
 
 
 def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
@@ -478,9 +510,7 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
     flags = _table(g.get("flags", {}), f"{where}.flags")
     for k, v in flags.items():
         if k not in spec.flags:
-            raise ExperimentError(
-                f"{where}.flags.{k}: unknown flag of {server}; allowed: " + ", ".join(spec.flags)
-            )
+            raise ExperimentError(f"{where}.flags.{k}: unknown flag of {server}; allowed: " + ", ".join(spec.flags))
         vals = []
         for item in _as_axis(v):
             try:
@@ -497,8 +527,7 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
         vals = _as_axis(v)
         if not vals or not all(isinstance(x, str | int | float) and not isinstance(x, bool) for x in vals):
             raise ExperimentError(
-                f"{where}.env.{k} = {v!r}: expected a string or a list of strings "
-                '("" leaves the variable unset)'
+                f'{where}.env.{k} = {v!r}: expected a string or a list of strings ("" leaves the variable unset)'
             )
         axes.append(("env", k, [str(x) for x in vals]))
     load_over = _table(g.get("load", {}), f"{where}.load")
@@ -509,17 +538,13 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
         if k == "transport":
             for t in vals:
                 if t not in spec.transports:
-                    raise ExperimentError(
-                        f"{where}.load.transport = {t!r}: {server} serves " + " | ".join(spec.transports)
-                    )
+                    raise ExperimentError(f"{where}.load.transport = {t!r}: {server} serves " + " | ".join(spec.transports))
         axes.append(("load", k, vals))
     if "transport" not in load_over and base.transport not in spec.transports:
         if len(spec.transports) == 1:
             axes.append(("load", "transport", [spec.transports[0]]))
         else:
-            raise ExperimentError(
-                f"load.transport = {base.transport!r}: {server} serves " + " | ".join(spec.transports)
-            )
+            raise ExperimentError(f"load.transport = {base.transport!r}: {server} serves " + " | ".join(spec.transports))
 
     template = g.get("name")
     if template is not None and not isinstance(template, str):

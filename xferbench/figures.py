@@ -76,9 +76,7 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
     a, b = win[0], win[-1]
     dt = b.t - a.t
     req = counter_delta(a.sum("xfer_client_requests_total", _op), b.sum("xfer_client_requests_total", _op))
-    fail = counter_delta(
-        a.sum("xfer_client_requests_total", _op_not_ok), b.sum("xfer_client_requests_total", _op_not_ok)
-    )
+    fail = counter_delta(a.sum("xfer_client_requests_total", _op_not_ok), b.sum("xfer_client_requests_total", _op_not_ok))
     out["client_requests"] = req
     out["client_failures"] = (fail or 0.0) if req is not None else None
     if req is not None and dt > 0:
@@ -158,9 +156,7 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
     n = counter_delta(a.sum("go_gc_duration_seconds_count"), b.sum("go_gc_duration_seconds_count"))
     if n is not None:
         out["gc_pauses"] = n
-        out["gc_pause_total_s"] = counter_delta(
-            a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum")
-        )
+        out["gc_pause_total_s"] = counter_delta(a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum"))
     if b.buckets("go_sched_pauses_total_gc_seconds"):
         out["gc_pause_p99_s"] = _hq(a, b, "go_sched_pauses_total_gc_seconds", 0.99)
         if out["gc_pauses"] is None:

@@ -180,9 +180,7 @@ class Server:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ServerStartError(
-                        f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail)
-                    )
+                    raise ServerStartError(f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail))
                 if not sel.select(timeout=left):
                     continue
                 chunk = os.read(fd, 65536)
@@ -191,9 +189,7 @@ class Server:
                         code = self.proc.wait(timeout=5)
                     except subprocess.TimeoutExpired:
                         code = None
-                    raise ServerStartError(
-                        f"{self.name} exited with status {code} before it was ready", list(self.tail)
-                    )
+                    raise ServerStartError(f"{self.name} exited with status {code} before it was ready", list(self.tail))
                 self._buf += chunk
                 while b"\n" in self._buf:
                     raw, self._buf = self._buf.split(b"\n", 1)
@@ -300,9 +296,7 @@ def locust_argv(host: str, load, metrics_port: int, run_time_s: float) -> list[s
 class Locust:
     """Locust headless as a subprocess, output to a log file; ready when its metrics port answers."""
 
-    def __init__(
-        self, argv: Sequence[str], metrics_port: int, log_path: Path, cpus: Sequence[int] | None = None
-    ) -> None:
+    def __init__(self, argv: Sequence[str], metrics_port: int, log_path: Path, cpus: Sequence[int] | None = None) -> None:
         self.argv = list(argv)
         self.metrics_port = metrics_port
         self.log_path = log_path

@@ -47,14 +47,11 @@ class RichProgress:
         self.est_per_run = {r.order: exp.warmup_s + r.cell.load.duration_s + 2.5 for r in runs}
         self.started = time.monotonic()
         self.console.print(
-            f"[bold]xferbench[/] {exp.name}: {len(exp.cells)} cells x {exp.repeats} repeats "
-            f"= {len(runs)} runs → {run_dir}"
+            f"[bold]xferbench[/] {exp.name}: {len(exp.cells)} cells x {exp.repeats} repeats = {len(runs)} runs → {run_dir}"
         )
         self.task = self.bar.add_task("runs", total=len(runs), left=self._left())
         if self.interactive:
-            self._live = Live(
-                Group(self.bar, self.status), console=self.console, refresh_per_second=4, transient=False
-            )
+            self._live = Live(Group(self.bar, self.status), console=self.console, refresh_per_second=4, transient=False)
             self._live.start()
 
     def _left(self, in_run_s: float = 0.0) -> str:
@@ -123,9 +120,7 @@ class RichProgress:
 
 def final_table(s: Summary) -> Table:
     cols = short_columns(s)
-    t = Table(
-        title=f"{s.meta.get('experiment', '')}: medians across repeats (CIs in summary.md)", show_lines=False
-    )
+    t = Table(title=f"{s.meta.get('experiment', '')}: medians across repeats (CIs in summary.md)", show_lines=False)
     t.add_column("cell", style="bold", no_wrap=True)
     t.add_column("runs", justify="right")
     for m in cols:

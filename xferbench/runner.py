@@ -249,9 +249,7 @@ def run_one(exp: Experiment, run: Run, run_dir: Path, source: MetricsSource, pro
                     list(server.tail),
                 )
             if not locust.alive():
-                raise CellFailed(
-                    f"locust exited with status {locust.proc.returncode} during the run", locust.tail()
-                )
+                raise CellFailed(f"locust exited with status {locust.proc.returncode} during the run", locust.tail())
             snap = scrape(locust.metrics_url, timeout=0.8)
             source.tick()
             if shadow is not None:
@@ -270,8 +268,7 @@ def run_one(exp: Experiment, run: Run, run_dir: Path, source: MetricsSource, pro
         win_c = [s for s in client if s.t >= t0 + warm_tick - 0.5]
         if len(win_c) < 2:
             raise CellFailed(
-                "fewer than two client metric scrapes in the measured window "
-                "(is loadgen's --xfer-metrics-port serving?)",
+                "fewer than two client metric scrapes in the measured window (is loadgen's --xfer-metrics-port serving?)",
                 locust.tail(),
             )
         t_a, t_b = win_c[0].t, win_c[-1].t
@@ -338,9 +335,7 @@ def _warnings(row: dict[str, Any], cell) -> None:
         w.append("no server request metrics in the window")
 
 
-def _write_series(
-    run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float
-) -> None:
+def _write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float) -> None:
     rows = figures.series(client, server, t0)
     with open(run_dir / "timeseries" / f"{stem}.csv", "w", newline="", encoding="utf-8") as f:
         wr = csv.DictWriter(f, fieldnames=figures.SERIES_COLUMNS)

@@ -166,9 +166,7 @@ def counter_delta(a: float | None, b: float | None) -> float | None:
     return b if b < a else b - a
 
 
-def values(
-    snaps: Iterable[Snapshot], name: str, pred: Callable[[dict[str, str]], bool] | None = None
-) -> list[float]:
+def values(snaps: Iterable[Snapshot], name: str, pred: Callable[[dict[str, str]], bool] | None = None) -> list[float]:
     out = []
     for s in snaps:
         v = s.sum(name, pred)

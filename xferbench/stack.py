@@ -321,8 +321,7 @@ def cmd_up(a: argparse.Namespace) -> int:
     (d / "targets").mkdir(exist_ok=True)
     config = d / "prometheus.yml"
     config.write_text(
-        "# written by `xferbench stack up` from deploy/prometheus/prometheus.yml\n"
-        + yaml.safe_dump(cfg, sort_keys=False)
+        "# written by `xferbench stack up` from deploy/prometheus/prometheus.yml\n" + yaml.safe_dump(cfg, sort_keys=False)
     )
     check = (
         subprocess.run(
@@ -335,9 +334,7 @@ def cmd_up(a: argparse.Namespace) -> int:
     )
     if check is not None and check.returncode != 0:
         raise StackError(f"promtool rejects {config}:\n{check.stdout}{check.stderr}")
-    prom = start_prometheus(
-        config, d / "data", a.listen, d / "prometheus.log", detach=True, retention=a.retention
-    )
+    prom = start_prometheus(config, d / "data", a.listen, d / "prometheus.log", detach=True, retention=a.retention)
     (d / "prometheus.pid").write_text(f"{prom.proc.pid}\n")
     (d / "prometheus.url").write_text(prom.url + "\n")
     print(f"prometheus ready at {prom.url} (pid {prom.proc.pid})")

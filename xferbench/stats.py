@@ -31,9 +31,7 @@ NO_CI = "no CI (fewer than 3 repeats)"
 
 
 def _clean(xs: Sequence[float | None]) -> np.ndarray:
-    return np.array(
-        [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))], dtype=float
-    )
+    return np.array([x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))], dtype=float)
 
 
 def median(xs: Sequence[float | None]) -> float | None:
@@ -58,9 +56,7 @@ def _boot_medians(a: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray
     return np.median(a[idx], axis=1)
 
 
-def estimate(
-    xs: Sequence[float | None], seed: int = SEED, b: int = BOOTSTRAP, level: float = LEVEL
-) -> Estimate:
+def estimate(xs: Sequence[float | None], seed: int = SEED, b: int = BOOTSTRAP, level: float = LEVEL) -> Estimate:
     """Median with its percentile-bootstrap CI (None bounds with fewer than MIN_REPEATS values)."""
     a = _clean(xs)
     if a.size == 0:

@@ -102,6 +102,9 @@ def test_quick_override() -> None:
             ["experiment.baseline", "go/grpc"],
         ),
         ("[experiment]\nrepeats = 2", ["servers: required"]),
+        # Checked by loadgen's own option parsers, so refused here exactly when Locust would refuse them:
+        ('[load]\nsizes = "wat"\n[[servers]]\nserver = "xferd-go"', ["load.sizes", "lognormal:"]),
+        ('[load]\nchunk = "8MiB"\n[[servers]]\nserver = "xferd-go"', ["load.chunk", "4MiB"]),
         ('[pinning]\nserver = [99]\n[[servers]]\nserver = "xferd-go"', ["pinning.server", "CPU numbers"]),
         ('[[servers]]\nserver = "xferd-go"\n[[servers]]\nserver = "xferd-go"', ["two cells", "go/grpc"]),
         ('[[servers]]\nserver = "xferd-go"\nname = "x-{nope}"', ["servers[0].name", "unknown field"]),

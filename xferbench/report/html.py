@@ -81,13 +81,7 @@ def _ranking(s: Summary) -> str:
             txt = "—" if c.name == s.baseline else fmt.comparison(cmp_)
             cells.append(f'<span class="{_cls(cmp_) if c.name != s.baseline else ""}">{h.escape(txt)}</span>')
         rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
-    return (
-        "<table><tr>"
-        + "".join(f"<th>{h.escape(x)}</th>" for x in head)
-        + "</tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    return "<table><tr>" + "".join(f"<th>{h.escape(x)}</th>" for x in head) + "</tr>" + "".join(rows) + "</table>"
 
 
 def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
@@ -180,8 +174,7 @@ def _series(s: Summary, run_dir: Path, colors: dict[str, str]) -> go.Figure | No
                     legendgroup=cell,
                     showlegend=(cell not in shown and i == 1),
                     line={"color": colors.get(cell), "width": 1.5},
-                    hovertemplate=f"{h.escape(cell)} r{r['repeat']}<br>t=%{{x:.0f}}s %{{y:.4g}}"
-                    "<extra></extra>",
+                    hovertemplate=f"{h.escape(cell)} r{r['repeat']}<br>t=%{{x:.0f}}s %{{y:.4g}}<extra></extra>",
                 ),
                 row=i,
                 col=1,
@@ -217,9 +210,7 @@ def render(s: Summary, run_dir: Path) -> str:
         f"<code>{h.escape(s.baseline)}</code>.</p>"
     )
     if meta.get("interrupted"):
-        parts.append(
-            "<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>"
-        )
+        parts.append("<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>")
     parts.append("<h2>Ranking (by client QPS)</h2>")
     parts.append(
         "<p class='note'>Medians across repeats with [95% bootstrap CI] (none with fewer than 3 repeats). "
@@ -233,8 +224,7 @@ def render(s: Summary, run_dir: Path) -> str:
     if notes:
         parts.append("<h2>Failures and warnings</h2><ul>")
         parts += [
-            f"<li class='{'failed' if k == 'failed' else ''}'><code>{h.escape(n)}</code> {k}: "
-            f"{h.escape(t)}</li>"
+            f"<li class='{'failed' if k == 'failed' else ''}'><code>{h.escape(n)}</code> {k}: {h.escape(t)}</li>"
             for n, t, k in notes
         ]
         parts.append("</ul>")
@@ -246,11 +236,7 @@ def render(s: Summary, run_dir: Path) -> str:
         if fig is None:
             continue
         parts.append(f"<h2>{h.escape(title)}</h2>")
-        parts.append(
-            fig.to_html(
-                full_html=False, include_plotlyjs=True if first else False, config={"displaylogo": False}
-            )
-        )
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False, config={"displaylogo": False}))
         first = False
     parts.append("</body></html>")
     return "\n".join(parts)

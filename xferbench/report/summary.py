@@ -46,9 +46,7 @@ class Summary:
     def present_metrics(self) -> list[str]:
         """Metrics with at least one value in some cell (a Go-only sweep has no allocator columns...)."""
         return [
-            m
-            for m, *_ in stats.METRICS
-            if any(c.est.get(m) is not None and c.est[m].median is not None for c in self.cells)
+            m for m, *_ in stats.METRICS if any(c.est.get(m) is not None and c.est[m].median is not None for c in self.cells)
         ]
 
 

@@ -33,8 +33,10 @@ func TestOnReuses(t *testing.T) {
 	if p.Gets() != 100 {
 		t.Fatalf("gets = %d", p.Gets())
 	}
-	// Per-P caches may miss once per P the goroutine ran on; far below 100.
-	if p.News() > 10 {
+	// Per-P caches may miss once per P the goroutine ran on, and under the
+	// race detector sync.Pool drops a quarter of Puts on purpose; a pool
+	// that did not reuse would show 100.
+	if p.News() > 50 {
 		t.Fatalf("news = %d, pool did not reuse", p.News())
 	}
 }

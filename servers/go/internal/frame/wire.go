@@ -45,7 +45,7 @@ var errMalformed = errors.New("malformed protobuf")
 func walk(b []byte, field func(num protowire.Number, typ protowire.Type, b []byte) int) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber {
 			return errMalformed
 		}
 		b = b[n:]
