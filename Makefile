@@ -36,10 +36,10 @@ test-c:
 test-py:
 	$(PYTEST) -q
 
-# The conformance and bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
+# The conformance and frame bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
 test-asan:
 	$(MAKE) -C servers/c asan
-	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput
+	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput --ignore=tests/badinput/test_grpc_badinput.py
 
 fuzz:
 	$(MAKE) -C servers/c fuzz-run

@@ -119,9 +119,13 @@ def free_port() -> int:
 
 
 class ServerStartError(RuntimeError):
-    def __init__(self, message: str, tail: list[str]) -> None:
+    """A child that never became ready; `tail` holds its last output lines, `timed_out` says whether it was
+    still running (no ready line within the deadline) rather than gone."""
+
+    def __init__(self, message: str, tail: list[str], *, timed_out: bool = False) -> None:
         super().__init__(message)
         self.tail = tail
+        self.timed_out = timed_out
 
 
 def parse_ready_line(line: str, name: str) -> dict[str, str] | None:
@@ -132,7 +136,11 @@ def parse_ready_line(line: str, name: str) -> dict[str, str] | None:
 
 
 class Server:
-    """A running server: its ready-line fields, a stderr tail kept by a drain thread, and a log file."""
+    """A running server: its ready-line fields, a stderr tail kept by a drain thread, and a log file.
+
+    The one implementation of "start a server, wait for its ready line, stop it": the runner uses it, and so
+    does every test suite (through tests/support/servers.py). `tail_lines=None` keeps every stderr line.
+    """
 
     def __init__(
         self,
@@ -142,12 +150,14 @@ class Server:
         log_path: Path | None = None,
         cpus: Sequence[int] | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
+        tail_lines: int | None = TAIL_LINES,
     ) -> None:
         self.name = name
         self.argv = list(argv)
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self.ready: dict[str, str] = {}
         self.ready_line = ""
+        self._stopped = False
         self._log = open(log_path, "w", encoding="utf-8") if log_path else None
         if not Path(self.argv[0]).exists():
             self._close_log()
@@ -180,7 +190,9 @@ class Server:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ServerStartError(f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail))
+                    raise ServerStartError(
+                        f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail), timed_out=True
+                    )
                 if not sel.select(timeout=left):
                     continue
                 chunk = os.read(fd, 65536)
@@ -242,6 +254,11 @@ class Server:
         return self.proc.poll() is None
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stops the server (its whole process group) and returns its exit status. A second call only
+        returns the status: the group, gone by then, is not signalled again."""
+        if self._stopped:
+            return self.proc.returncode
+        self._stopped = True
         code = stop(self.proc, sig)
         self._drainer.join(timeout=5)
         with contextlib.suppress(Exception):
@@ -252,15 +269,13 @@ class Server:
 
 
 def locust_argv(host: str, load, metrics_port: int, run_time_s: float) -> list[str]:
-    """The Locust command line for one cell's load (see the loadgen contract). $XFERBENCH_LOADGEN names
-    another locustfile folder than loadgen/."""
-    loadgen = os.environ.get("XFERBENCH_LOADGEN") or str(ROOT / "loadgen")
+    """The Locust command line for one cell's load (see the loadgen contract)."""
     argv = [
         sys.executable,
         "-m",
         "locust",
         "-f",
-        loadgen,
+        str(ROOT / "loadgen"),
         "--headless",
         "--host",
         host,

@@ -120,15 +120,21 @@ class PromQLSource(MetricsSource):
         self.instance = metrics_addr
         if self.register is not None:
             self._unregister = self.register(metrics_addr, labels)
-        # Wait (bounded, polling) until Prometheus has scraped the new target successfully once.
-        deadline = time.monotonic() + self.ready_timeout_s
-        while self._latest_sample_time() is None:
-            if time.monotonic() > deadline:
-                raise PromQLError(
-                    f"Prometheus at {self.base} never scraped {metrics_addr} within "
-                    f"{self.ready_timeout_s:.0f}s; is it a target (file_sd / stack)?"
-                )
-            time.sleep(0.25)
+        # Wait (bounded, polling) until Prometheus has scraped the new target successfully once. A begin that
+        # fails (Prometheus down, target never scraped) unregisters the target again: the runner calls end()
+        # only after a successful begin, and a stale target would outlive its run.
+        try:
+            deadline = time.monotonic() + self.ready_timeout_s
+            while self._latest_sample_time() is None:
+                if time.monotonic() > deadline:
+                    raise PromQLError(
+                        f"Prometheus at {self.base} never scraped {metrics_addr} within "
+                        f"{self.ready_timeout_s:.0f}s; is it a target (file_sd / stack)?"
+                    )
+                time.sleep(0.25)
+        except BaseException:
+            self.end()
+            raise
 
     def tick(self) -> Snapshot | None:
         return None

@@ -14,16 +14,12 @@ difference at about 1/10.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support.servers import SERVERS
 from xferbench.stack import running_prometheus
-
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
-                                reason="needs Debian's prometheus package")
 
 RATE_TOL = 0.15
 RSS_TOL = 0.15
@@ -62,8 +58,7 @@ def close(a: float | None, b: float | None, tol: float) -> bool:
 
 
 def test_promql_and_scraper_agree_on_one_cell(tmp_path: Path) -> None:
-    runner = pytest.importorskip("xferbench.runner")
-    from xferbench import experiment, figures
+    from xferbench import experiment, figures, runner
     from xferbench.sources import FileSDRegistry, MetricsSource, PromQLSource, ScrapeSource
 
     if not SERVERS["xferd-go"].binary.exists():

@@ -1,42 +1,39 @@
-"""Helpers for runner tests: stand-in servers (tests/runner/fakes) and an orphan check over /proc."""
+"""Helpers for runner tests: the real server binaries, and orphan checks over /proc."""
 
 from __future__ import annotations
 
 import os
-import stat
-import sys
 from pathlib import Path
 
 import psutil
-import pytest
 
-FAKES = Path(__file__).parent / "fakes"
-FAKE_LOADGEN = FAKES / "loadgen"
+from xferbench import experiment as xe
 
 
-def make_fake_binaries(d: Path) -> dict[str, Path]:
-    out = {}
-    for name in ("xferd-go", "xferd-c"):
-        p = d / name
-        # The run folder is on the command line so that the orphan check can find every such process.
-        p.write_text(
-            f'#!/bin/sh\nexec "{sys.executable}" "{FAKES / "fake_server.py"}" {name} "$@" --tag={d}\n'
-        )
-        p.chmod(p.stat().st_mode | stat.S_IXUSR)
-        out[name] = p
-    return out
+def experiment_file(path: Path, text: str) -> xe.Experiment:
+    """Writes an experiment TOML file and loads it as `xferbench run` would; every binary it names must be
+    built (a missing one is a failure, not a skip)."""
+    path.write_text(text)
+    exp = xe.load_file(path)
+    for binary in sorted({c.binary for c in exp.cells}):
+        assert Path(binary).exists(), f"{binary} is not built: run `make build` (these tests do not skip)"
+    return exp
 
 
 def processes_mentioning(token: str) -> list[str]:
+    """Every live process (but this one) whose command line contains `token`, e.g. a store folder under the
+    test's tmp_path that only the servers it started were given."""
     found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
         cmd = " ".join(p.info.get("cmdline") or [])
-        if token in cmd and p.pid != os.getpid():
+        if token in cmd and p.pid != os.getpid() and p.info.get("status") != psutil.STATUS_ZOMBIE:
             found.append(f"{p.pid}: {cmd}")
     return found
 
 
-@pytest.fixture
-def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    monkeypatch.setenv("XFERBENCH_LOADGEN", str(FAKE_LOADGEN))
-    return make_fake_binaries(tmp_path)
+def running(p: psutil.Process) -> bool:
+    """Still there and not a zombie; psutil's is_running() also rejects a recycled pid."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

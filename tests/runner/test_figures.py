@@ -14,9 +14,7 @@ from xferbench.sources import matrix_to_snapshots
 BOUNDS = (0.001, 0.002, 0.005, 0.01)
 
 
-def expo(
-    t: float, n_ok: float, n_err: float, lat: dict[float, float], rss: float, gc: float, cpu: float
-) -> str:
+def expo(t: float, n_ok: float, n_err: float, lat: dict[float, float], rss: float, gc: float, cpu: float) -> str:
     lines = [
         "# TYPE xfer_requests_total counter",
         f'xfer_requests_total{{transport="grpc",method="Echo",code="ok"}} {n_ok}',

@@ -1,25 +1,45 @@
 """Real server processes for tests: start on free ports, wait for the ready line, stop cleanly.
 
 Every server speaks the process interface of proto/PROTOCOL.md: one `<name> ready key=value ...` line on
-stderr once its listeners are bound. A new server joins every parametrised suite with one SERVERS entry.
+stderr once its listeners are bound. A new server joins every parametrised suite with one entry in
+xferbench.experiment.SERVER_SPECS (SERVERS below is derived from it).
+
+This module is a thin layer over the runner's own implementation, `xferbench.process.Server`: the same
+spawn (own process group, PR_SET_PDEATHSIG, in the registry `kill_all()` empties at exit), the same
+ready-line reading with a deadline, the same stop (SIGTERM to the group, SIGKILL after the grace period).
 """
 
 from __future__ import annotations
 
 import os
-import selectors
 import signal
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from xferbench.experiment import SERVER_SPECS
+from xferbench.process import READY_TIMEOUT_S, STOP_GRACE_S, Server, ServerStartError, parse_ready_line
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "build" / "bin"
-READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = STOP_GRACE_S
+
+__all__ = [
+    "BIN",
+    "READY_TIMEOUT_S",
+    "ROOT",
+    "SERVERS",
+    "STOP_TIMEOUT_S",
+    "RunningServer",
+    "ServerKind",
+    "parse_ready_line",
+    "running_server",
+    "selected_servers",
+    "server_transports",
+    "start_server",
+]
 
 
 @dataclass(frozen=True)
@@ -35,14 +55,7 @@ class ServerKind:
 
 
 SERVERS: dict[str, ServerKind] = {
-    "xferd-go": ServerKind(
-        "xferd-go", "XFERD_GO_BIN", ("grpc", "frame"),
-        ("--grpc-addr=127.0.0.1:0", "--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"),
-    ),
-    "xferd-c": ServerKind(
-        "xferd-c", "XFERD_C_BIN", ("frame",),
-        ("--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"),
-    ),
+    name: ServerKind(spec.name, spec.binary_env, spec.transports, spec.port0_flags) for name, spec in SERVER_SPECS.items()
 }
 
 
@@ -64,9 +77,21 @@ def server_transports() -> list[tuple[str, str]]:
 @dataclass
 class RunningServer:
     kind: ServerKind
-    proc: subprocess.Popen[bytes]
-    ready: dict[str, str]
-    stderr_lines: list[str] = field(default_factory=list)
+    server: Server
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        return self.server.proc
+
+    @property
+    def ready(self) -> dict[str, str]:
+        """The ready line's key=value fields."""
+        return self.server.ready
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        """Everything the server wrote to stderr so far (the ready line included)."""
+        return list(self.server.tail)
 
     def addr(self, key: str) -> str:
         """The bound host:port for 'grpc', 'frame' or 'metrics'."""
@@ -80,26 +105,11 @@ class RunningServer:
         return f"http://{self.addr('metrics')}/metrics"
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.server.alive()
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Stops the server and returns its exit status; collects the rest of stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            _, err = self.proc.communicate(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        self.stderr_lines += err.decode(errors="replace").splitlines()
-        return self.proc.returncode
-
-
-def parse_ready_line(line: str, name: str) -> dict[str, str] | None:
-    words = line.split()
-    if len(words) < 2 or words[0] != name or words[1] != "ready":
-        return None
-    return dict(w.split("=", 1) for w in words[2:] if "=" in w)
+        return self.server.stop(sig)
 
 
 def start_server(name: str, args: Sequence[str] = (), env: dict[str, str] | None = None) -> RunningServer:
@@ -107,43 +117,21 @@ def start_server(name: str, args: Sequence[str] = (), env: dict[str, str] | None
     kind = SERVERS[name]
     if not kind.binary.exists():
         raise FileNotFoundError(f"{kind.binary} is not built; run `make build`")
-    proc = subprocess.Popen(
-        [str(kind.binary), *kind.port0_flags, *args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    assert proc.stderr is not None
-    lines: list[str] = []
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stderr, selectors.EVENT_READ)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    buf = b""
     try:
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=deadline - time.monotonic()):
-                continue
-            chunk = os.read(proc.stderr.fileno(), 65536)
-            if not chunk:  # stderr closed: the process exited before it was ready
-                proc.wait(timeout=STOP_TIMEOUT_S)
-                raise RuntimeError(f"{name} exited with {proc.returncode} before ready:\n" + "\n".join(lines))
-            buf += chunk
-            while b"\n" in buf:
-                raw, buf = buf.split(b"\n", 1)
-                line = raw.decode(errors="replace")
-                lines.append(line)
-                ready = parse_ready_line(line, name)
-                if ready is not None:
-                    return RunningServer(kind, proc, ready, lines)
-        proc.kill()
-        proc.wait()
-        raise TimeoutError(f"{name} printed no ready line in {READY_TIMEOUT_S}s:\n" + "\n".join(lines))
-    finally:
-        sel.close()
+        server = Server(
+            name,
+            [str(kind.binary), *kind.port0_flags, *args],
+            {**os.environ, **(env or {})},
+            tail_lines=None,
+        )
+    except ServerStartError as e:
+        text = f"{e}:\n" + "\n".join(e.tail)
+        raise (TimeoutError(text) if e.timed_out else RuntimeError(text)) from None
+    return RunningServer(kind, server)
 
 
 @contextmanager
-def running_server(name: str, args: Sequence[str] = (), env: dict[str, str] | None = None
-                   ) -> Iterator[RunningServer]:
+def running_server(name: str, args: Sequence[str] = (), env: dict[str, str] | None = None) -> Iterator[RunningServer]:
     server = start_server(name, args, env)
     try:
         yield server
