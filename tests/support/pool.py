@@ -44,6 +44,6 @@ class ServerPool:
         return list(self._servers.values())
 
     def close(self) -> None:
-        for s in self._servers.values():
-            s.stop()
-        self._servers.clear()
+        servers, self._servers = list(self._servers.values()), {}
+        for s in servers:
+            s.stop_cleanly()

@@ -111,6 +111,16 @@ class RunningServer:
         """Stops the server and returns its exit status; collects the rest of stderr."""
         return self.server.stop(sig)
 
+    def stop_cleanly(self) -> None:
+        """Stops the server at the end of a test and requires a graceful exit: status 0 after SIGTERM.
+        A crash during the test, a hang at shutdown or (under ASan) a LeakSanitizer report all fail
+        here. The one other accepted end is a SIGKILL the test sent on purpose."""
+        killed_by_test = self.proc.poll() == -signal.SIGKILL
+        status = self.stop()
+        if not killed_by_test:
+            assert status == 0, (f"{self.kind.name} exited with status {status} at the end of the test:\n"
+                                 + "\n".join(self.stderr_lines[-40:]))
+
 
 def start_server(name: str, args: Sequence[str] = (), env: dict[str, str] | None = None) -> RunningServer:
     """Starts a server on free loopback ports and returns once its ready line is read."""
@@ -135,5 +145,7 @@ def running_server(name: str, args: Sequence[str] = (), env: dict[str, str] | No
     server = start_server(name, args, env)
     try:
         yield server
-    finally:
-        server.stop()
+    except BaseException:
+        server.stop()  # the test's own failure is the one to report
+        raise
+    server.stop_cleanly()
