@@ -44,7 +44,7 @@ test-asan:
 fuzz:
 	$(MAKE) -C servers/c fuzz-run
 
-test: build lint test-go test-c test-py test-asan fuzz
+test: build lint test-go test-c fuzz test-asan test-py
 
 run: build
 	$(VENV)/bin/xferbench run $(EXPERIMENT)

@@ -80,6 +80,7 @@ class _State:
     payload: bytes = b""
     upload_prefix: str = ""
     user_seq: int = 0
+    user_classes: list = field(default_factory=list)  # every user class, before --xfer-mix dropped any
 
 
 S = _State()
@@ -118,7 +119,11 @@ def _on_init(environment, runner, **_kw) -> None:
                              "to the run time)")
     except ValueError as e:
         _fail_start(str(e))
-    _apply_mix(environment)
+    S.user_classes = list(environment.user_classes)
+    try:
+        _apply_mix(environment)
+    except ValueError as e:
+        _fail_start(str(e))
     S.seed = random.SystemRandom().getrandbits(32)
     S.upload_prefix = f"lg-{socket.gethostname()[:40].replace('/', '_')}-{os.getpid()}"
     _start_metrics_server(runner)
@@ -129,15 +134,16 @@ def _on_init(environment, runner, **_kw) -> None:
 
 
 def _apply_mix(environment) -> None:
+    """Sets the user classes' weights from --xfer-mix and drops the disabled ones."""
     weights = {"UploadUser": S.config.mix["upload"], "DownloadUser": S.config.mix["download"],
                "EchoUser": S.config.mix["echo"]}
-    for cls in environment.user_classes:
+    for cls in S.user_classes:
         if cls.__name__ in weights:
             cls.weight = weights[cls.__name__]
-    kept = [c for c in environment.user_classes if c.weight > 0 or c.fixed_count > 0]
+    kept = [c for c in S.user_classes if c.weight > 0 or c.fixed_count > 0]
     if not kept:
-        _fail_start("--xfer-mix leaves no user class with a weight above 0 among "
-                    + ", ".join(c.__name__ for c in environment.user_classes))
+        raise ValueError("--xfer-mix leaves no user class with a weight above 0 among "
+                         + ", ".join(c.__name__ for c in S.user_classes))
     environment.user_classes[:] = kept
 
 
@@ -269,6 +275,10 @@ def _on_test_start(environment, **_kw) -> None:
         S.config = xo.from_options(environment.parsed_options)
         if environment.host:
             S.transport = _check_host(environment.host)
+        # The web UI can change --xfer-mix between tests; Locust reads the weights when it dispatches
+        # users, after this event. Workers spawn what the master dispatches, so only it needs them.
+        if S.role != "worker":
+            _apply_mix(environment)
     except ValueError as e:
         log.error("%s", e)
         raise
