@@ -32,8 +32,17 @@ const char *allocdet_name(malloc_impl m);
  * and pool are served by the sanitizer's allocator, which is what detection reports. */
 malloc_impl allocdet_expected(const char *want);
 
-/* The active allocator's own statistics: bytes allocated and resident. Returns -1 when unavailable. */
-int allocdet_stats(malloc_impl m, uint64_t *allocated, uint64_t *resident);
+/* What an allocator reports about itself. Each figure is exported only when the allocator really
+ * measures it: a proxy under another figure's name would mislead an allocator comparison. */
+enum { ALLOC_HAVE_ALLOCATED = 1, ALLOC_HAVE_RESIDENT = 2, ALLOC_HAVE_COMMITTED = 4 };
+
+typedef struct {
+    unsigned have; /* ALLOC_HAVE_* bits */
+    uint64_t allocated, resident, committed;
+} alloc_stats;
+
+/* The active allocator's own statistics. Returns -1 when it reports none. */
+int allocdet_stats(malloc_impl m, alloc_stats *out);
 
 /* "NAME=value;NAME=value" of the allocator tunables in the environment (MALLOC_*, GLIBC_TUNABLES,
  * TCMALLOC_*, MIMALLOC_*), spaces as %20; "-" when none. */

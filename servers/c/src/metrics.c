@@ -48,6 +48,42 @@ static void header(sbuf *b, const char *name, const char *type, const char *help
     sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The active allocator's (or the pool's) own figures, each only where it really measures it. */
+static void write_allocator_stats(sbuf *b, const metrics_info *mi) {
+    alloc_stats st = {0};
+    const char *src;
+    if (mi->pool) {
+        pool_stats ps;
+        pool_stats_get(&ps);
+        st.allocated = ps.allocated > 0 ? (uint64_t)ps.allocated : 0;
+        st.resident = ps.resident > 0 ? (uint64_t)ps.resident : 0;
+        st.have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
+        src = "the built-in pool's own counters";
+    } else {
+        if (allocdet_stats(mi->impl, &st) != 0) return;
+        src = mi->impl == MALLOC_GLIBC      ? "glibc mallinfo2 (uordblks+hblkhd / arena+hblkhd)"
+              : mi->impl == MALLOC_JEMALLOC ? "jemalloc stats.allocated / stats.resident"
+              : mi->impl == MALLOC_TCMALLOC ? "tcmalloc generic.current_allocated_bytes / generic.total_physical_bytes"
+              : mi->impl == MALLOC_MIMALLOC ? "mimalloc mi_process_info current_commit"
+                                            : "sanitizer allocator";
+    }
+    if (st.have & ALLOC_HAVE_ALLOCATED) {
+        sb_printf(b, "# HELP xfer_allocator_allocated_bytes Bytes allocated, from %s.\n", src);
+        sb_printf(b, "# TYPE xfer_allocator_allocated_bytes gauge\nxfer_allocator_allocated_bytes %llu\n",
+                  (unsigned long long)st.allocated);
+    }
+    if (st.have & ALLOC_HAVE_RESIDENT) {
+        sb_printf(b, "# HELP xfer_allocator_resident_bytes Bytes resident, from %s.\n", src);
+        sb_printf(b, "# TYPE xfer_allocator_resident_bytes gauge\nxfer_allocator_resident_bytes %llu\n",
+                  (unsigned long long)st.resident);
+    }
+    if (st.have & ALLOC_HAVE_COMMITTED) {
+        sb_printf(b, "# HELP xfer_allocator_committed_bytes Bytes committed (not necessarily touched), from %s.\n", src);
+        sb_printf(b, "# TYPE xfer_allocator_committed_bytes gauge\nxfer_allocator_committed_bytes %llu\n",
+                  (unsigned long long)st.committed);
+    }
+}
+
 static uint64_t rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     unsigned long size = 0, res = 0;
@@ -116,32 +152,7 @@ char *metrics_render(const metrics_info *mi, size_t *len) {
               "xfer_build_info{server=\"xferd-c\",version=\"%s\",allocator=\"%s\",pool=\"%s\",gogc=\"\",memlimit=\"\"} 1\n",
               mi->version, mi->alloc_label, mi->pool ? "on" : "off");
 
-    uint64_t alloc = 0, res = 0;
-    int have;
-    const char *src;
-    if (mi->pool) {
-        pool_stats ps;
-        pool_stats_get(&ps);
-        alloc = ps.allocated > 0 ? (uint64_t)ps.allocated : 0;
-        res = ps.resident > 0 ? (uint64_t)ps.resident : 0;
-        have = 0;
-        src = "the built-in pool's own counters";
-    } else {
-        have = allocdet_stats(mi->impl, &alloc, &res);
-        src = mi->impl == MALLOC_GLIBC      ? "glibc mallinfo2 (uordblks+hblkhd / arena+hblkhd)"
-              : mi->impl == MALLOC_JEMALLOC ? "jemalloc stats.allocated / stats.resident"
-              : mi->impl == MALLOC_TCMALLOC ? "tcmalloc generic.current_allocated_bytes / generic.total_physical_bytes"
-              : mi->impl == MALLOC_MIMALLOC ? "mimalloc mi_process_info current_commit / current_rss"
-                                            : "sanitizer allocator";
-    }
-    if (have == 0) {
-        sb_printf(&b, "# HELP xfer_allocator_allocated_bytes Bytes allocated, from %s.\n", src);
-        sb_printf(&b, "# TYPE xfer_allocator_allocated_bytes gauge\nxfer_allocator_allocated_bytes %llu\n",
-                  (unsigned long long)alloc);
-        sb_printf(&b, "# HELP xfer_allocator_resident_bytes Bytes resident, from %s.\n", src);
-        sb_printf(&b, "# TYPE xfer_allocator_resident_bytes gauge\nxfer_allocator_resident_bytes %llu\n",
-                  (unsigned long long)res);
-    }
+    write_allocator_stats(&b, mi);
 
     header(&b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
     sb_printf(&b, "process_resident_memory_bytes %llu\n", (unsigned long long)rss_bytes());
