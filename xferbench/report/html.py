@@ -49,6 +49,12 @@ code{background:#f5f5f5;padding:0 3px}
 """
 
 
+def _title(metric: str) -> str:
+    """"peak RSS (B)"; unitless figures (GC CPU share, counts) read best bare."""
+    _, name, unit, _ = stats.METRIC_INFO[metric]
+    return f"{name} ({unit})" if unit else name
+
+
 def _cls(c: stats.Comparison | None) -> str:
     if c is None:
         return ""
@@ -94,7 +100,7 @@ def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
     fig = make_subplots(
         rows=nrows,
         cols=ncols,
-        subplot_titles=[f"{stats.METRIC_INFO[m][1]} ({stats.METRIC_INFO[m][2] or 'count'})" for m in metrics],
+        subplot_titles=[_title(m) for m in metrics],
         vertical_spacing=0.3 / max(nrows, 1),
     )
     names = [c.name for c in s.cells]
