@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from xferbench import experiment, stats
 from xferbench.report import fmt
+from xferbench.report.summary import CellSummary
 
 EXIT_INTERRUPTED = 130
 
@@ -74,6 +76,33 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flatten(d: object, prefix: str = "") -> dict[str, object]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _config_differences(a_dir: Path, b_dir: Path, pairs: list[tuple[str, CellSummary, CellSummary]]
+                        ) -> dict[str, list[str]]:
+    """Fields of each paired cell's server and load configuration that differ between two runs: a ratio
+    between runs of different loads is no measure of the server, so compare says so."""
+    def configs(d: Path) -> dict[str, object]:
+        path = d / "experiment.json"
+        return json.loads(path.read_text()).get("cell_configs", {}) if path.exists() else {}
+
+    ca, cb = configs(a_dir), configs(b_dir)
+    out: dict[str, list[str]] = {}
+    for name, a, b in pairs:
+        fa, fb = _flatten(ca.get(a.name, {})), _flatten(cb.get(b.name, {}))
+        diffs = [f"{k} {fa.get(k)!r} → {fb.get(k)!r}" for k in sorted(fa.keys() | fb.keys()) if fa.get(k) != fb.get(k)]
+        if diffs:
+            out[name] = diffs
+    return out
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from xferbench.report import summary
 
@@ -95,6 +124,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 f"[red]error:[/] no cell in common; A has {sorted(ca)}, B has {sorted(cb)}", highlight=False
             )
             return 2
+    for name, diffs in _config_differences(a_dir, b_dir, pairs).items():
+        Console(stderr=True).print(
+            f"[yellow]note:[/] {name} ran different configurations in A and B: {'; '.join(diffs)}", highlight=False
+        )
     metrics = [m for m in (args.metric or stats.RANKED) if m in stats.METRIC_INFO]
     t = Table(title=f"B / A   (A = {a_dir.name}, B = {b_dir.name})")
     t.add_column("cell", style="bold")

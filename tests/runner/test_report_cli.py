@@ -95,6 +95,24 @@ def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", str(a), str(tmp_path / "nope")]) == 2
 
 
+def test_compare_names_configuration_differences(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def with_load(d: Path, sizes: str) -> Path:
+        meta = json.loads((d / "experiment.json").read_text())
+        meta["cell_configs"] = {"a": {"server": "xferd-go", "load": {"sizes": sizes, "users": 8}}}
+        (d / "experiment.json").write_text(json.dumps(meta))
+        return d
+
+    a = with_load(fake_run(tmp_path / "a", {"a": 100.0}, 3, 1), "256KiB")
+    b = with_load(fake_run(tmp_path / "b", {"a": 100.0}, 3, 2), "4MiB")
+    same = with_load(fake_run(tmp_path / "c", {"a": 100.0}, 3, 3), "256KiB")
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    err = capsys.readouterr().err
+    assert "a ran different configurations" in err and "load.sizes '256KiB' → '4MiB'" in err
+    assert "users" not in err
+    assert cli.main(["compare", str(a), str(same)]) == 0
+    assert "different configurations" not in capsys.readouterr().err
+
+
 def test_run_refuses_invalid_experiment_before_starting(tmp_path: Path, capsys) -> None:
     p = tmp_path / "bad.toml"
     p.write_text('[[servers]]\nserver = "xferd-c"\n[servers.flags]\nalloc = "hoard"\n')
