@@ -39,7 +39,7 @@ test-py:
 # The conformance and frame bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
 test-asan:
 	$(MAKE) -C servers/c asan
-	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput --ignore=tests/badinput/test_grpc_badinput.py
+	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput tests/c/test_shutdown_race.py --ignore=tests/badinput/test_grpc_badinput.py
 
 fuzz:
 	$(MAKE) -C servers/c fuzz-run

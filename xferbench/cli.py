@@ -48,8 +48,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if run_dir.exists() and any(run_dir.iterdir()):
         err.print(f"[red]error:[/] {run_dir} exists and is not empty", highlight=False)
         return 2
+    until = None
+    if args.until_ci is not None:
+        until = runner.UntilCI(args.until_ci, args.budget)
+        if exp.repeats < stats.MIN_REPEATS:
+            exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
     progress = RichProgress(err)
-    res = runner.sweep(exp, run_dir, source=source, progress=progress)
+    res = runner.sweep(exp, run_dir, source=source, progress=progress, until_ci=until)
     s = report.write_all(run_dir)
     out = _console()
     out.print(final_table(s))
@@ -129,30 +134,51 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"[yellow]note:[/] {name} ran different configurations in A and B: {'; '.join(diffs)}", highlight=False
         )
     metrics = [m for m in (args.metric or stats.RANKED) if m in stats.METRIC_INFO]
-    t = Table(title=f"B / A   (A = {a_dir.name}, B = {b_dir.name})")
-    t.add_column("cell", style="bold")
-    t.add_column("metric")
-    t.add_column("A median", justify="right")
-    t.add_column("B median", justify="right")
-    t.add_column("B / A [95% CI]", justify="right")
-    t.add_column("verdict")
+    # Two runs share no rounds, so every comparison is unpaired (Welch on the logs); the table is one Holm
+    # family, and each metric's noise floor is pooled over its comparisons in this table.
+    family: list[tuple[str, CellSummary, CellSummary, str]] = []
+    raw: list[stats.Comparison] = []
     for name, a, b in pairs:
         for m in metrics:
-            _, title, unit, higher = stats.METRIC_INFO[m]
             va, vb = a.values.get(m, []), b.values.get(m, [])
             if not va and not vb:
                 continue
-            c = stats.compare(va, vb, higher)
-            ratio = "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.lo else "")
-            style = {stats.BETTER: "green", stats.WORSE: "red"}.get(c.verdict, "dim")
-            t.add_row(
-                name,
-                title,
-                fmt.estimate(a.est[m], unit, False) + f" (n={c.n_a})",
-                fmt.estimate(b.est[m], unit, False) + f" (n={c.n_b})",
-                ratio,
-                f"[{style}]{c.verdict}[/]",
-            )
+            family.append((name, a, b, m))
+            raw.append(stats.compare(va, vb, stats.METRIC_INFO[m][3]))
+    floors = {m: stats.noise_floor([c for (*_, fm), c in zip(family, raw, strict=True) if fm == m]) for m in metrics}
+    decided = stats.decide(
+        raw, [stats.METRIC_INFO[m][3] for *_, m in family], [floors[m] for *_, m in family], stats.ALPHA
+    )
+    tested = sum(1 for c in decided if c.p is not None)
+    t = Table(
+        title=f"B / A   (A = {a_dir.name}, B = {b_dir.name})",
+        caption=(
+            f"geometric means; Welch t-intervals on the logs (runs are not paired); p Holm-adjusted over {tested} "
+            f"comparisons, verdicts at alpha = {stats.ALPHA:g} and beyond the noise floor"
+        ),
+    )
+    t.add_column("cell", style="bold")
+    t.add_column("metric")
+    t.add_column("A", justify="right")
+    t.add_column("B", justify="right")
+    t.add_column("B / A [95% CI]", justify="right")
+    t.add_column("floor", justify="right")
+    t.add_column("p (Holm)", justify="right")
+    t.add_column("verdict")
+    for (name, a, b, m), c in zip(family, decided, strict=True):
+        _, title, unit, _ = stats.METRIC_INFO[m]
+        ratio = "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.has_ci else "")
+        style = {stats.BETTER: "green", stats.WORSE: "red"}.get(c.verdict, "dim")
+        t.add_row(
+            name,
+            title,
+            fmt.estimate(a.est[m], unit, False) + f" (n={c.n_a})",
+            fmt.estimate(b.est[m], unit, False) + f" (n={c.n_b})",
+            ratio,
+            fmt.floor(c.floor if c.floor is not None else floors.get(m)),
+            fmt.pvalue(c.p),
+            f"[{style}]{c.verdict}[/]",
+        )
     _console().print(t)
     return 0
 
@@ -183,6 +209,31 @@ def cmd_stack(argv: list[str]) -> int:
     return int(mod.main(argv) or 0)
 
 
+def _fraction(text: str) -> float:
+    """'5%' or '0.05' → 0.05."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a percentage such as 5% (or 0.05)") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a percentage between 0% and 100%")
+    return v
+
+
+def _duration(text: str) -> float:
+    """'10m', '90s', '1h', '600' → seconds."""
+    t = text.strip()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    try:
+        v = float(t[:-1]) * mult if mult else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a duration such as 10m, 90s or 1h") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a positive duration")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xferbench", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -198,6 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --prometheus: write file_sd target files here for Prometheus to pick up",
     )
     r.add_argument("--quick", action="store_true", help="short durations (CI): 1 s warm-up, 3 s measured")
+    r.add_argument(
+        "--until-ci",
+        type=_fraction,
+        metavar="PCT",
+        help="add interleaved rounds until every ranked ratio's 95%% CI is within ±PCT (e.g. 5%%), within --budget",
+    )
+    r.add_argument("--budget", type=_duration, default=600.0, metavar="TIME",
+                   help="with --until-ci: the most the whole run may take, e.g. 10m, 90s (default 10m)")
     r.set_defaults(fn=cmd_run)
     c = sub.add_parser("compare", help="compare two run directories cell by cell, as benchstat does")
     c.add_argument("run_a")

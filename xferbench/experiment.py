@@ -8,9 +8,16 @@ Schema (every key below is optional unless marked *required*)::
     [experiment]
     name = "quick"              # default: the file's stem
     description = "..."
-    repeats = 2                 # runs of every cell, interleaved A B C A B C
+    repeats = 6                 # rounds: every cell once per round; the default gives a planted 15% effect
+                                # 80% power on this machine (tests/unit/test_stats.py)
     warmup_s = 2                # seconds of load discarded before the measured window
     baseline = "go/grpc/pool=on"  # cell the ranking compares with; default: the first cell
+    aa = false                  # also run the baseline a second time per round as "<baseline> (A/A)": the
+                                # pair's verdicts show what the machine's noise alone produces
+    alpha = 0.05                # family-wise rate of false verdicts in one report (Holm)
+    duet = true                 # run each cell at the same time as the baseline, so the machine's noise hits
+                                # both alike (xferbench/matrix.py); the default when every cell has a fixed
+                                # offered load, there are two cells or more, and the CPUs can be pinned
 
     [load]                      # the load of every cell (a server group may override any key)
     users = 8
@@ -22,12 +29,18 @@ Schema (every key below is optional unless marked *required*)::
     chunk = "64KiB"
     inflight = 4
     verify = "on"               # on | off
-    rate = "200"                # open-loop arrivals per second, "R" or "poisson:R"; absent: closed loop
+    mode = "open"               # open: a fixed offered load (`rate`), the default whenever rate is set;
+                                # closed: users call as fast as answers come (QPS then depends on scheduling);
+                                # capacity: the highest rate meeting the SLO, searched per cell
+    rate = "200"                # open: arrivals per second, "R" or "poisson:R"; capacity: the first step
+    slo_p99 = "20ms"            # capacity: the client P99 that must hold
+    slo_failures = 0.01         # capacity: the failed fraction of calls that must not be exceeded
     transport = "grpc"          # grpc | frame; may be a list in a server group (a matrix axis)
 
-    [pinning]                   # optional CPU pinning (CPU numbers as the kernel counts them)
-    server = [0]
+    [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
+    server = [0]                # the server on the lower half, Locust on the upper half, disjoint
     generator = [1]
+    mode = "auto"               # auto (the default above) | manual (server/generator as given) | none
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
     server = "xferd-go"         # *required*: xferd-go | xferd-c
@@ -50,6 +63,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import math
 import os
 import re
 import sys
@@ -62,6 +76,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = ROOT / "experiments"
 
 PROFILES = ("steady", "ramp", "step", "spike", "soak")
+DEFAULT_REPEATS = 6
+LOAD_MODES = ("open", "closed", "capacity")
+PIN_MODES = ("auto", "manual", "none")
 TRANSPORTS = ("grpc", "frame")
 ON_OFF = ("on", "off")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
@@ -77,6 +94,8 @@ _SIZE_MULT = {
     "MB": 1000**2,
     "GB": 1000**3,
 }
+_SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*$")
+_SECONDS_MULT = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FLAG_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 
@@ -98,6 +117,27 @@ def parse_size(text: str | int) -> int:
         raise ValueError(text)
     value = int(float(m.group(1)) * _SIZE_MULT[m.group(2)])
     if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def slug(name: str) -> str:
+    """A cell name as a file name: "c/frame/alloc=glibc (A/A)" → "c_frame_alloc=glibc_A_A_"."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", name.replace("/", "_"))
+
+
+def parse_seconds(text: str | int | float) -> float:
+    """'20ms' → 0.02; plain numbers are seconds. Raises ValueError."""
+    if isinstance(text, bool):
+        raise ValueError(text)
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        m = _SECONDS_RE.match(text)
+        if not m:
+            raise ValueError(text)
+        value = float(m.group(1)) * _SECONDS_MULT[m.group(2)]
+    if not 0 < value < math.inf:
         raise ValueError(text)
     return value
 
@@ -216,6 +256,9 @@ class Load:
     verify: str = "on"
     rate: str | None = None
     transport: str = "grpc"
+    mode: str | None = None  # None until the cell is built: "open" when a rate is given, else "closed"
+    slo_p99: float | None = None  # seconds (the file may say "20ms")
+    slo_failures: float = 0.01
 
 
 LOAD_KEYS = tuple(Load.__dataclass_fields__)
@@ -276,6 +319,19 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
         if v not in PROFILES:
             raise bad(" | ".join(PROFILES))
         return v
+    if key == "mode":
+        if v not in LOAD_MODES:
+            raise bad(" | ".join(LOAD_MODES))
+        return v
+    if key == "slo_p99":
+        try:
+            return parse_seconds(v)
+        except ValueError:
+            raise bad('a latency such as "20ms", "500us" or 0.02 (seconds)') from None
+    if key == "slo_failures":
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1:
+            raise bad("a fraction of calls, 0 <= x < 1 (0.01 = 1%)")
+        return float(v)
     if key == "transport":
         if v not in TRANSPORTS:
             raise bad(" | ".join(TRANSPORTS))
@@ -334,7 +390,7 @@ class Cell:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9._=-]+", "_", self.name.replace("/", "_"))
+        return slug(self.name)
 
     def server_argv(self) -> list[str]:
         spec = SERVER_SPECS[self.server]
@@ -364,6 +420,33 @@ class Cell:
 class Pinning:
     server: tuple[int, ...] = ()
     generator: tuple[int, ...] = ()
+    mode: str = "none"
+
+    def describe(self) -> str:
+        if not self.server and not self.generator:
+            return "not pinned"
+        return f"server on CPUs {_cpu_list(self.server)}, load generator on CPUs {_cpu_list(self.generator)} ({self.mode})"
+
+
+def _cpu_list(cpus: tuple[int, ...]) -> str:
+    return ",".join(map(str, cpus)) if cpus else "any"
+
+
+def available_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def auto_pinning() -> Pinning:
+    """Disjoint halves of the CPUs this process may use: the server on the lower half, Locust on the upper
+    (on 2 CPUs: one each). With one CPU there is nothing to separate."""
+    cpus = available_cpus()
+    if len(cpus) < 2:
+        return Pinning(mode="none")
+    half = len(cpus) // 2
+    return Pinning(tuple(cpus[:half]), tuple(cpus[half:]), "auto")
+
+
+AA_SUFFIX = " (A/A)"
 
 
 @dataclass(frozen=True)
@@ -376,6 +459,13 @@ class Experiment:
     baseline: str
     pinning: Pinning
     cells: tuple[Cell, ...] = field(default_factory=tuple)
+    aa: bool = False
+    alpha: float = 0.05
+    duet: bool = False
+
+    @property
+    def aa_cell(self) -> str | None:
+        return self.baseline + AA_SUFFIX if self.aa else None
 
     def cell(self, name: str) -> Cell:
         for c in self.cells:
@@ -404,7 +494,9 @@ class Experiment:
         return exp
 
     def estimated_seconds(self, per_run_overhead_s: float = 2.5) -> float:
-        return sum(self.warmup_s + c.load.duration_s + per_run_overhead_s for c in self.cells) * self.repeats
+        """Duets run each other cell beside the baseline: one unit per non-baseline cell a round."""
+        cells = [c for c in self.cells if c.name != self.baseline] if self.duet else self.cells
+        return sum(self.warmup_s + c.load.duration_s + per_run_overhead_s for c in cells) * self.repeats
 
 
 def _table(d: Any, where: str) -> dict[str, Any]:
@@ -434,11 +526,11 @@ def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str 
 def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     _unknown(data, ("experiment", "load", "pinning", "servers"), "(top level)")
     meta = _table(data.get("experiment", {}), "experiment")
-    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline"), "experiment")
+    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet"), "experiment")
     name = meta.get("name", default_name)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise ExperimentError(f"experiment.name = {name!r}: expected letters, digits, '.', '_' or '-'")
-    repeats = meta.get("repeats", 2)
+    repeats = meta.get("repeats", DEFAULT_REPEATS)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ExperimentError(f"experiment.repeats = {repeats!r}: expected an integer >= 1")
     warmup = meta.get("warmup_s", 2)
@@ -450,19 +542,16 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     base_vals = {k: _check_load_value(k, v, "load") for k, v in load_tab.items()}
     base = replace(base, **base_vals)
 
-    pin_tab = _table(data.get("pinning", {}), "pinning")
-    _unknown(pin_tab, ("server", "generator"), "pinning")
-    ncpu = os.cpu_count() or 1
-    pins: dict[str, tuple[int, ...]] = {}
-    for k, v in pin_tab.items():
-        if (
-            not isinstance(v, list)
-            or not v
-            or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < ncpu for c in v)
-        ):
-            raise ExperimentError(f"pinning.{k} = {v!r}: expected a non-empty list of CPU numbers 0..{ncpu - 1}")
-        pins[k] = tuple(v)
-    pinning = Pinning(**pins)
+    aa = meta.get("aa", False)
+    if not isinstance(aa, bool):
+        raise ExperimentError(f"experiment.aa = {aa!r}: expected true or false")
+    alpha = meta.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 0.5:
+        raise ExperimentError(f"experiment.alpha = {alpha!r}: expected a number between 0 and 0.5 (0.05 = 5%)")
+    duet = meta.get("duet")
+    if duet is not None and not isinstance(duet, bool):
+        raise ExperimentError(f"experiment.duet = {duet!r}: expected true or false")
+    pinning = _pinning(_table(data.get("pinning", {}), "pinning"))
 
     groups = data.get("servers")
     if not isinstance(groups, list) or not groups:
@@ -483,7 +572,64 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
         raise ExperimentError(
             f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
-    return Experiment(name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells))
+    duet = _duet(duet, cells, aa, pinning)
+    if aa:
+        i = next(i for i, c in enumerate(cells) if c.name == baseline)
+        cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
+    return Experiment(
+        name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells),
+        aa, float(alpha), duet,
+    )
+
+
+def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> bool:
+    """Duets measure ratios far more steadily (BENCHMARKS.md: half the A/A interval here), but only
+    make sense for a fixed offered load: in a closed loop the two servers would race for the CPU, and a
+    capacity search moves each cell's rate on its own."""
+    modes = {c.load.mode for c in cells}
+    pair = len(cells) >= 2 or aa
+    if asked is None:
+        return pair and modes == {"open"} and pinning.mode != "none"
+    if asked and not pair:
+        raise ExperimentError("experiment.duet = true: needs a second cell (or aa = true) to run beside the baseline")
+    if asked and "capacity" in modes:
+        raise ExperimentError('experiment.duet = true: a capacity search (load.mode = "capacity") runs each cell '
+                              "alone; set duet = false")
+    return asked
+
+
+def _pinning(tab: dict[str, Any]) -> Pinning:
+    _unknown(tab, ("server", "generator", "mode"), "pinning")
+    explicit = "server" in tab or "generator" in tab
+    mode = tab.get("mode", "manual" if explicit else "auto")
+    if mode not in PIN_MODES:
+        raise ExperimentError(f"pinning.mode = {mode!r}: expected {' | '.join(PIN_MODES)}")
+    if mode == "none":
+        if explicit:
+            raise ExperimentError('pinning: mode = "none" pins nothing; drop server/generator or use mode = "manual"')
+        return Pinning(mode="none")
+    if mode == "auto":
+        if explicit:
+            raise ExperimentError('pinning: mode = "auto" chooses the CPU sets itself; drop server/generator or '
+                                  'use mode = "manual"')
+        return auto_pinning()
+    cpus = set(available_cpus())
+    pins: dict[str, tuple[int, ...]] = {}
+    for k in ("server", "generator"):
+        v = tab.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, list) or not v or not all(type(c) is int and c in cpus for c in v):
+            raise ExperimentError(f"pinning.{k} = {v!r}: expected a non-empty list of CPU numbers from {sorted(cpus)}")
+        pins[k] = tuple(v)
+    if not pins:
+        raise ExperimentError('pinning: mode = "manual" needs server = [...] and/or generator = [...]')
+    if set(pins.get("server", ())) & set(pins.get("generator", ())):
+        raise ExperimentError(
+            f"pinning: server {list(pins['server'])} and generator {list(pins['generator'])} share CPUs; "
+            "the load generator would steal the server's time"
+        )
+    return Pinning(mode="manual", **pins)
 
 
 def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
@@ -559,7 +705,7 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
             {"flag": cflags, "env": cenv, "load": load_vals}[kind][key] = value
             if len(vals) > 1:
                 axis_vals[key] = str(value) if value != "" else "default"
-        load = replace(base, **load_vals)
+        load = _resolve_mode(replace(base, **load_vals), where)
         if template:
             fmt = {
                 "label": label,
@@ -580,6 +726,21 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
             name = "/".join(parts)
         cells.append(Cell(name, server, binary, cflags, cenv, tuple(args), load, axis_vals))
     return cells
+
+
+def _resolve_mode(load: Load, where: str) -> Load:
+    """The load mode a cell runs in, and the keys each mode needs."""
+    mode = load.mode or ("open" if load.rate else "closed")
+    if mode == "open" and not load.rate:
+        raise ExperimentError(f'{where}: load.mode = "open" needs load.rate (arrivals per second)')
+    if mode == "closed" and load.rate:
+        raise ExperimentError(f'{where}: load.mode = "closed" with load.rate = {load.rate!r}: a closed loop has no '
+                              'rate; drop one of them')
+    if mode == "capacity" and not load.slo_p99:
+        raise ExperimentError(f'{where}: load.mode = "capacity" needs load.slo_p99 (e.g. "20ms")')
+    if mode == "capacity" and not load.rate:
+        raise ExperimentError(f'{where}: load.mode = "capacity" needs load.rate, the first rate it tries')
+    return replace(load, mode=mode)
 
 
 def load_file(path: str | Path) -> Experiment:

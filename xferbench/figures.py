@@ -132,6 +132,10 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
         "alloc_allocated_bytes",
         "alloc_resident_bytes",
         "alloc_resident_peak_bytes",
+        "server_requests",
+        "server_cpu_per_request_s",
+        "server_cpu_per_gib_s",
+        "gc_pause_per_request_s",
     )
     out: dict[str, Any] = dict.fromkeys(keys)
     if len(win) < 2:
@@ -148,6 +152,15 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
     cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
     out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
     out["server_bytes_per_s"] = _rate(a, b, "xfer_transfer_bytes_total")
+    # Cost per unit of work: what the server spent, whoever set the pace. It holds when the generator is
+    # the bottleneck, and under a fixed offered load it is the figure that differs between configurations.
+    req = counter_delta(a.sum("xfer_requests_total"), b.sum("xfer_requests_total"))
+    moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
+    out["server_requests"] = req
+    if cpu is not None and req:
+        out["server_cpu_per_request_s"] = cpu / req
+    if cpu is not None and moved:
+        out["server_cpu_per_gib_s"] = cpu / (moved / (1 << 30))
     rss_all = _series(whole or win, "process_resident_memory_bytes")
     rss_win = _series(win, "process_resident_memory_bytes")
     out["rss_peak_bytes"] = max(rss_all) if rss_all else None
@@ -172,6 +185,8 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
     )
     if gc_cpu is not None and cpu:
         out["gc_cpu_share"] = gc_cpu / cpu
+    if out["gc_pause_total_s"] is not None and req:
+        out["gc_pause_per_request_s"] = out["gc_pause_total_s"] / req
     heap = _series(win, "go_memstats_heap_inuse_bytes")
     out["heap_inuse_mean_bytes"] = sum(heap) / len(heap) if heap else None
     alloc = _series(win, "xfer_allocator_allocated_bytes")

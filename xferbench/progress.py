@@ -16,9 +16,8 @@ from rich.text import Text
 from xferbench import stats
 from xferbench.experiment import Experiment
 from xferbench.matrix import Run
-from xferbench.report import fmt
+from xferbench.report import fmt, tables
 from xferbench.report.summary import Summary
-from xferbench.report.tables import short_columns
 
 
 class RichProgress:
@@ -49,10 +48,19 @@ class RichProgress:
         self.console.print(
             f"[bold]xferbench[/] {exp.name}: {len(exp.cells)} cells x {exp.repeats} repeats = {len(runs)} runs → {run_dir}"
         )
+        self.console.print(f"pinning: {exp.pinning.describe()}", highlight=False)
         self.task = self.bar.add_task("runs", total=len(runs), left=self._left())
         if self.interactive:
             self._live = Live(Group(self.bar, self.status), console=self.console, refresh_per_second=4, transient=False)
             self._live.start()
+
+    def add_runs(self, runs: list[Run]) -> None:
+        """Another round (--until-ci): the bar's total grows."""
+        self.runs += runs
+        for r in runs:
+            self.est_per_run[r.order] = self.est_per_run.get(0, 10.0)
+        if self.task is not None:
+            self.bar.update(self.task, total=len(self.runs), left=self._left())
 
     def _left(self, in_run_s: float = 0.0) -> str:
         if self.done:
@@ -118,28 +126,52 @@ class RichProgress:
             self._live = None
 
 
-def final_table(s: Summary) -> Table:
-    cols = short_columns(s)
-    t = Table(title=f"{s.meta.get('experiment', '')}: medians across repeats (CIs in summary.md)", show_lines=False)
+def final_table(s: Summary) -> Group:
+    """The terminal report: the header lines, the verdict table, then the ranking (summary.md has the CIs)."""
+    parts: list[Text | Table] = [Text(s.meta.get("experiment", ""), style="bold")]
+    for label, text in tables.header(s):
+        if label != "Method":  # summary.md and report.html carry the method
+            parts.append(Text.assemble((f"{label}: ", "bold"), text))
+    if s.verdicts:
+        v = Table(title=f"verdicts: each configuration vs the baseline {s.baseline}", show_lines=False)
+        for i, col in enumerate(tables.VERDICT_HEAD):
+            v.add_column(col, justify="left" if i in (0, 1, 4) else "right", no_wrap=i == 0)
+        for verdict in s.verdicts:
+            row = tables.verdict_row(s, verdict)
+            style = VERDICT_STYLE.get(verdict.comparison.verdict, "dim")
+            v.add_row(*row[:4], f"[{style}]{row[4]}[/]", *row[5:])
+        parts.append(v)
+    cols = tables.short_columns(s)
+    t = Table(
+        title=f"ranked by {stats.METRIC_INFO[s.rank_metric][1]}: geometric means across repeats (CIs in summary.md)",
+        show_lines=False,
+    )
     t.add_column("cell", style="bold", no_wrap=True)
     t.add_column("runs", justify="right")
-    for m in cols:
+    t.add_column(SHORT_TITLES.get(cols[0], stats.METRIC_INFO[cols[0]][1]), justify="right")
+    t.add_column("vs base", justify="right")
+    for m in cols[1:]:
         t.add_column(SHORT_TITLES.get(m, stats.METRIC_INFO[m][1]), justify="right")
-    t.add_column("QPS vs base", justify="right")
     for c in s.ranked():
         runs = str(c.n_ok) + (f" [red]+{c.n_failed}✗[/]" if c.n_failed else "")
         vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2], with_ci=False) for m in cols]
-        cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get("client_qps"))
-        t.add_row(c.name, runs, *vals, cmp_)
-    return t
+        cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
+        t.add_row(c.name, runs, vals[0], cmp_, *vals[1:])
+    parts.append(t)
+    return Group(*parts)
 
+
+VERDICT_STYLE = {stats.BETTER: "green", stats.WORSE: "red"}
 
 SHORT_TITLES = {
+    "capacity_rps": "capacity",
+    "server_cpu_per_request_s": "CPU/req",
     "client_qps": "QPS",
     "client_bytes_per_s": "bytes/s",
     "client_p95_s": "P95",
     "client_p99_s": "P99",
     "server_p95_s": "srv P95",
+    "server_cpu_cores": "srv CPU",
     "rss_peak_bytes": "RSS peak",
     "gc_pause_total_s": "GC pause",
     "alloc_resident_bytes": "alloc res.",

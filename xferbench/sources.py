@@ -44,6 +44,10 @@ class MetricsSource(ABC):
     def end(self) -> None:  # noqa: B027 (optional hook, a no-op by default)
         """The server is gone; release whatever begin() set up."""
 
+    @abstractmethod
+    def twin(self) -> MetricsSource:
+        """A new source of the same kind and settings, for a second server measured at the same time (a duet)."""
+
 
 class ScrapeSource(MetricsSource):
     """Scrapes http://ADDR/metrics on every tick."""
@@ -54,6 +58,9 @@ class ScrapeSource(MetricsSource):
         self.timeout_s = timeout_s
         self.url = ""
         self.snaps: list[Snapshot] = []
+
+    def twin(self) -> ScrapeSource:
+        return ScrapeSource(self.timeout_s)
 
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
         self.url = f"http://{metrics_addr}/metrics"
@@ -94,6 +101,9 @@ class PromQLSource(MetricsSource):
         self.ready_timeout_s = ready_timeout_s
         self.instance = ""
         self._unregister: Callable[[], None] | None = None
+
+    def twin(self) -> PromQLSource:
+        return PromQLSource(self.base, self.register, self.step_s, self.timeout_s, self.ready_timeout_s)
 
     def _get(self, path: str, params: dict[str, str]) -> dict:
         url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"

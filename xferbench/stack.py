@@ -45,7 +45,7 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.1
 
-# Where each compose service lives when everything runs on this machine (DESIGN.md's default ports).
+# Where each compose service lives when everything runs on this machine (docs/DESIGN.md's default ports).
 # An empty list: not scraped unless given with --target (Locust workers pick their own ports).
 LOCAL_SERVICES: dict[str, list[str]] = {
     "xferd-go": ["127.0.0.1:9101"],

@@ -1,37 +1,64 @@
-"""Statistics across repeats: medians, 95% bootstrap confidence intervals, ratios and verdicts.
+"""Statistics across repeats, valid at the 3-10 repeats a benchmark run can afford.
 
-- The CI of a median is the percentile bootstrap (resampling the repeats with replacement).
-- The ratio of two cells (B / A) is bootstrapped from independent resamples of each; its CI is the
-  2.5-97.5 percentiles of the resampled ratios of medians.
-- The verdict, like benchstat's: "no significant difference" unless the ratio's 95% CI excludes 1; then
-  better or worse according to the metric's direction.
-- With fewer than MIN_REPEATS values on a side, no CI is given and the verdict says so — a CI from two
-  points would be invented, not estimated.
+Everything is computed on the log scale, because performance effects are multiplicative ("1.15x") and
+their noise is closer to log-normal than to normal:
 
-Every RNG is seeded (SEED), so the same runs always give the same intervals.
+- **One cell**: the geometric mean of its repeats, with a Student-t 95% interval on the log values.
+- **Two cells of one run** (paired): repeats run in interleaved rounds (A B C, A B C, ...), so repeat r of
+  A and repeat r of B ran seconds apart under the same machine conditions. The ratio B/A is the geometric
+  mean of the per-round ratios B_r/A_r, with a Student-t interval on the mean of log(B_r/A_r) (the paired
+  t-test). Whatever slows the whole machine during a round cancels out of the ratio.
+- **Two runs** (`xferbench compare`; nothing is paired): Welch's t-interval on the difference of the mean
+  log values.
+
+Why t-intervals on logs and not the percentile bootstrap or Hodges-Lehmann: a bootstrap of 3-5 values
+cannot produce an interval wider than the sample's range, so its true coverage at n = 3 is about 75%;
+the exact Mann-Whitney interval behind Hodges-Lehmann cannot reach 95% at all below n = 4 per side
+(the smallest two-sided p at n = 3 is 0.1). The t-interval's coverage is exact for log-normal noise
+at any n >= 2 and widens honestly when repeats disagree. Kalibera & Jones, "Rigorous Benchmarking in
+Reasonable Time" (ISMM 2013), build their ratio intervals the same way; tests/unit/test_stats.py checks
+coverage and the false-verdict rate by simulation from recorded per-run noise.
+
+**Verdicts** over one report are a family of tests (every compared cell x every verdict metric), so
+p-values are adjusted with Holm's step-down method (Holm 1979), which controls the family-wise rate of
+false "better"/"worse" calls at ALPHA. On top of that, a difference smaller than the run's **noise
+floor** for that metric is never called: the floor is the half-width of a typical comparison's interval,
+from the noise pooled over every comparison of the run (a pair whose few repeats happened to agree
+closely does not get a narrower floor than the machine deserves).
+
+With fewer than MIN_REPEATS values on a side there is no interval and no verdict.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import stats as sps
 
-SEED = 20240531
-BOOTSTRAP = 4000
-LEVEL = 0.95
+ALPHA = 0.05  # family-wise rate of false verdicts in one report
+LEVEL = 0.95  # the level of every printed interval
 MIN_REPEATS = 3
 
 BETTER = "better"
 WORSE = "worse"
 SAME = "no significant difference"
+BELOW_FLOOR = "below the noise floor"
 NO_CI = "no CI (fewer than 3 repeats)"
+NO_SPREAD = "no CI (identical ratios: no measure of noise)"
+NOT_POSITIVE = "no CI (values <= 0)"
+NO_DATA = "no data"
+ZERO_BASE = "baseline is zero"
 
 
 def _clean(xs: Sequence[float | None]) -> np.ndarray:
-    return np.array([x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))], dtype=float)
+    return np.array([x for x in xs if _ok(x)], dtype=float)
+
+
+def _ok(x: float | None) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
 def median(xs: Sequence[float | None]) -> float | None:
@@ -39,10 +66,14 @@ def median(xs: Sequence[float | None]) -> float | None:
     return float(np.median(a)) if a.size else None
 
 
+def _tq(level: float, df: float) -> float:
+    return float(sps.t.ppf(0.5 + level / 2, df))
+
+
 @dataclass(frozen=True)
 class Estimate:
     n: int
-    median: float | None
+    center: float | None  # geometric mean (arithmetic mean when a value is <= 0)
     lo: float | None  # None: no CI
     hi: float | None
 
@@ -51,34 +82,39 @@ class Estimate:
         return self.lo is not None
 
 
-def _boot_medians(a: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:
-    idx = rng.integers(0, a.size, size=(b, a.size))
-    return np.median(a[idx], axis=1)
-
-
-def estimate(xs: Sequence[float | None], seed: int = SEED, b: int = BOOTSTRAP, level: float = LEVEL) -> Estimate:
-    """Median with its percentile-bootstrap CI (None bounds with fewer than MIN_REPEATS values)."""
+def estimate(xs: Sequence[float | None], level: float = LEVEL) -> Estimate:
+    """Geometric mean with its t-interval on the log values (arithmetic mean and t-interval when a value
+    is <= 0, as counts of failures can be); no interval with fewer than MIN_REPEATS values."""
     a = _clean(xs)
     if a.size == 0:
         return Estimate(0, None, None, None)
-    m = float(np.median(a))
+    positive = bool(np.all(a > 0))
+    v = np.log(a) if positive else a
+    m = float(v.mean())
+    back = math.exp if positive else float
     if a.size < MIN_REPEATS:
-        return Estimate(int(a.size), m, None, None)
-    rng = np.random.default_rng(seed)
-    meds = _boot_medians(a, rng, b)
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(meds, [alpha, 1 - alpha])
-    return Estimate(int(a.size), m, float(lo), float(hi))
+        return Estimate(int(a.size), back(m), None, None)
+    half = _tq(level, a.size - 1) * float(v.std(ddof=1)) / math.sqrt(a.size)
+    return Estimate(int(a.size), back(m), back(m - half), back(m + half))
 
 
 @dataclass(frozen=True)
 class Comparison:
-    ratio: float | None  # median(B) / median(A)
+    ratio: float | None  # B / A: geometric mean of per-round ratios (paired) or of the geometric means
     lo: float | None
     hi: float | None
     verdict: str
     n_a: int
     n_b: int
+    p: float | None = None  # two-sided p of "no difference"; after decide(), Holm-adjusted
+    se: float | None = None  # standard error of log(ratio)
+    df: float | None = None
+    paired: bool = False
+    floor: float | None = None  # the noise floor applied by decide(), as a fraction (0.05 = ±5%)
+
+    @property
+    def has_ci(self) -> bool:
+        return self.lo is not None
 
     def text(self) -> str:
         if self.ratio is None:
@@ -90,48 +126,127 @@ class Comparison:
         return f"{s} {self.verdict}"
 
 
+def _directional(significant_up: bool, higher_is_better: bool) -> str:
+    return BETTER if significant_up == higher_is_better else WORSE
+
+
 def compare(
     a: Sequence[float | None],
     b: Sequence[float | None],
     higher_is_better: bool = True,
-    seed: int = SEED,
-    nboot: int = BOOTSTRAP,
+    paired: bool = False,
     level: float = LEVEL,
 ) -> Comparison:
-    """B relative to A: ratio of medians, its bootstrap CI and a verdict."""
-    xa, xb = _clean(a), _clean(b)
-    if xa.size == 0 or xb.size == 0:
-        return Comparison(None, None, None, "no data", int(xa.size), int(xb.size))
-    ma, mb = float(np.median(xa)), float(np.median(xb))
-    if ma == 0:
-        ratio = None if mb != 0 else 1.0
-        if ratio is None:
-            return Comparison(None, None, None, "baseline is zero", int(xa.size), int(xb.size))
+    """B relative to A, with an interval at `level` and an unadjusted verdict (the interval excludes 1).
+
+    paired=True: a[i] and b[i] were measured in the same round; rounds where either is missing are dropped.
+    """
+    if paired:
+        if len(a) != len(b):
+            raise ValueError(f"paired comparison of {len(a)} and {len(b)} values")
+        keep = [(x, y) for x, y in zip(a, b, strict=True) if _ok(x) and _ok(y)]
+        xa = np.array([x for x, _ in keep], dtype=float)
+        xb = np.array([y for _, y in keep], dtype=float)
     else:
-        ratio = mb / ma
-    if xa.size < MIN_REPEATS or xb.size < MIN_REPEATS:
-        return Comparison(ratio, None, None, NO_CI, int(xa.size), int(xb.size))
-    rng = np.random.default_rng(seed)
-    ba = _boot_medians(xa, rng, nboot)
-    bb = _boot_medians(xb, rng, nboot)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = bb / ba
-    ratios = ratios[np.isfinite(ratios)]
-    if ratios.size == 0:
-        return Comparison(ratio, None, None, SAME, int(xa.size), int(xb.size))
-    alpha = (1 - level) / 2
-    lo, hi = (float(x) for x in np.quantile(ratios, [alpha, 1 - alpha]))
-    if lo > 1.0:
-        verdict = BETTER if higher_is_better else WORSE
-    elif hi < 1.0:
-        verdict = WORSE if higher_is_better else BETTER
+        xa, xb = _clean(a), _clean(b)
+    na, nb = int(xa.size), int(xb.size)
+    if na == 0 or nb == 0:
+        return Comparison(None, None, None, NO_DATA, na, nb, paired=paired)
+    if not (np.all(xa > 0) and np.all(xb > 0)):
+        ma, mb = float(xa.mean()), float(xb.mean())
+        if ma == 0:
+            if mb == 0:
+                return Comparison(1.0, None, None, SAME, na, nb, paired=paired)
+            return Comparison(None, None, None, ZERO_BASE, na, nb, paired=paired)
+        return Comparison(mb / ma, None, None, NOT_POSITIVE, na, nb, paired=paired)
+    la, lb = np.log(xa), np.log(xb)
+    if paired:
+        d = lb - la
+        diff = float(d.mean())
+        if na < MIN_REPEATS:
+            return Comparison(math.exp(diff), None, None, NO_CI, na, nb, paired=True)
+        se, df = float(d.std(ddof=1)) / math.sqrt(na), float(na - 1)
     else:
-        verdict = SAME
-    return Comparison(ratio, lo, hi, verdict, int(xa.size), int(xb.size))
+        diff = float(lb.mean() - la.mean())
+        if na < MIN_REPEATS or nb < MIN_REPEATS:
+            return Comparison(math.exp(diff), None, None, NO_CI, na, nb)
+        va, vb = float(la.var(ddof=1)) / na, float(lb.var(ddof=1)) / nb
+        se = math.sqrt(va + vb)
+        # Welch-Satterthwaite degrees of freedom; identical constant samples give se = 0.
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)) if se > 0 else float(na + nb - 2)
+    if se == 0:
+        # Every paired ratio identical (or both sides constant): a figure on a grid, such as a capacity found
+        # by the same bisection steps, not a measurement of noise. A t-test would call any difference certain.
+        if diff == 0:
+            return Comparison(1.0, 1.0, 1.0, SAME, na, nb, 1.0, 0.0, df, paired)
+        return Comparison(math.exp(diff), None, None, NO_SPREAD, na, nb, paired=paired)
+    p = float(2 * sps.t.sf(abs(diff) / se, df))
+    half = _tq(level, df) * se
+    lo, hi = math.exp(diff - half), math.exp(diff + half)
+    verdict = SAME
+    if lo > 1.0 or hi < 1.0:
+        verdict = _directional(lo > 1.0, higher_is_better)
+    return Comparison(math.exp(diff), lo, hi, verdict, na, nb, p, se, df, paired)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given (Holm 1979)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def noise_floor(comparisons: Sequence[Comparison], level: float = LEVEL, resolution: float = 0.0) -> float | None:
+    """The half-width (as a fraction: 0.05 = ±5%) an interval gets with this run's noise: the variance of one
+    log ratio pooled over every comparison with an interval (weighted by degrees of freedom, with the t
+    quantile of the pooled degrees of freedom), over the typical effective number of repeats. Never below
+    `resolution`, the granularity of the figure itself. None without any interval."""
+    with_ci = [c for c in comparisons if c.se is not None and c.df is not None and c.df >= 1]
+    if not with_ci:
+        return None
+
+    def n_eff(c: Comparison) -> float:  # se² = variance of one log ratio / n_eff
+        return float(c.n_a) if c.paired else 1.0 / (1.0 / c.n_a + 1.0 / c.n_b)
+
+    df = sum(c.df for c in with_ci)  # type: ignore[misc]
+    var = sum(c.df * c.se**2 * n_eff(c) for c in with_ci) / df  # type: ignore[operator]
+    n_typ = sum(n_eff(c) for c in with_ci) / len(with_ci)
+    return max(resolution, math.exp(_tq(level, df) * math.sqrt(var / n_typ)) - 1.0)
+
+
+def decide(
+    comparisons: Sequence[Comparison],
+    higher_is_better: Sequence[bool],
+    floors: Sequence[float | None],
+    alpha: float = ALPHA,
+) -> list[Comparison]:
+    """Final verdicts for one family of comparisons: Holm-adjusted p < alpha, and a change at least as
+    large as that metric's noise floor. Comparisons without an interval keep their verdict."""
+    idx = [i for i, c in enumerate(comparisons) if c.p is not None]
+    adj = holm([comparisons[i].p for i in idx])  # type: ignore[misc]
+    out = list(comparisons)
+    for i, p in zip(idx, adj, strict=True):
+        c, floor = comparisons[i], floors[i]
+        if p >= alpha:
+            verdict = SAME
+        elif floor is not None and abs(math.log(c.ratio)) < math.log1p(floor):  # type: ignore[arg-type]
+            verdict = BELOW_FLOOR
+        else:
+            verdict = _directional(c.ratio > 1.0, higher_is_better[i])  # type: ignore[operator]
+        out[i] = replace(c, p=p, verdict=verdict, floor=floor)
+    return out
 
 
 # The metrics summarised per cell: (row field, title, unit, higher is better).
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
+    ("server_cpu_per_request_s", "server CPU per request", "s", False),
+    ("server_cpu_per_gib_s", "server CPU per GiB", "s", False),
+    ("capacity_rps", "capacity at SLO", "req/s", True),
     ("client_qps", "client QPS", "req/s", True),
     ("client_bytes_per_s", "client bytes/s", "B/s", True),
     ("client_p50_s", "client P50", "s", False),
@@ -140,11 +255,13 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("client_failures", "failures", "", False),
     ("server_qps", "server QPS", "req/s", True),
     ("server_p95_s", "server P95", "s", False),
+    ("server_p99_s", "server P99", "s", False),
     ("server_cpu_cores", "server CPU", "cores", False),
     ("rss_peak_bytes", "peak RSS", "B", False),
     ("rss_mean_bytes", "mean RSS", "B", False),
     ("gc_pauses", "GC pauses", "", False),
     ("gc_pause_total_s", "GC pause total", "s", False),
+    ("gc_pause_per_request_s", "GC pause per request", "s", False),
     ("gc_pause_p99_s", "GC pause P99", "s", False),
     ("gc_cpu_share", "GC CPU share", "", False),
     ("alloc_allocated_bytes", "allocator allocated", "B", False),
@@ -153,5 +270,14 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("runner_cpu_cores", "runner CPU", "cores", False),
 )
 METRIC_INFO = {m[0]: m for m in METRICS}
-# The metrics the ranking compares with the baseline.
-RANKED = ("client_qps", "client_p95_s", "client_p99_s", "rss_peak_bytes", "gc_pause_total_s")
+# The metrics that get verdicts (one Holm family per report), in the order the verdict table lists them.
+RANKED = (
+    "server_cpu_per_request_s",
+    "server_cpu_per_gib_s",
+    "capacity_rps",
+    "client_qps",
+    "client_p99_s",
+    "server_p99_s",
+    "rss_peak_bytes",
+    "gc_pause_total_s",
+)

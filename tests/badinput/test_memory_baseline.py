@@ -1,4 +1,4 @@
-"""After hostile input the server's live memory returns to baseline (DESIGN.md, "Bad input").
+"""After hostile input the server's live memory returns to baseline (docs/DESIGN.md, "Bad input").
 
 Live memory, not RSS: allocators keep freed pages, so RSS proves little either way. Each server's own
 exact figure is used instead: xferd-c's allocator statistics (glibc `mallinfo2`, or the sanitizer's count

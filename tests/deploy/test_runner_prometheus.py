@@ -90,6 +90,9 @@ def test_promql_and_scraper_agree_on_one_cell(tmp_path: Path) -> None:
             self.scrape.end()
             self.promql.end()
 
+        def twin(self) -> MetricsSource:
+            raise AssertionError("one cell: no duet, so no second source")
+
     services = {"xferd-go": [], "xferd-c": [], "locust-master": [], "locust-worker": []}
     with running_prometheus(tmp_path / "prom", services=services, scrape_interval="1s") as prom:
         sd = FileSDRegistry(tmp_path / "prom" / "targets")  # what --prometheus-sd DIR does

@@ -47,9 +47,16 @@ def test_quick_end_to_end(tmp_path: Path) -> None:
     assert "report.html" in proc.stdout
 
     names = [c.name for c in exp.cells]
+    others = [n for n in names if n != exp.baseline]
     rows = [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines()]
-    assert len(rows) == len(names) * exp.repeats
-    assert [r["cell"] for r in rows[: len(names)]] == names  # interleaved: A B C … then A B C …
+    # Duets: every round runs each other cell beside the baseline, in a seeded shuffled order.
+    assert exp.duet and len(rows) == 2 * len(others) * exp.repeats
+    per_round = 2 * len(others)
+    for k in range(exp.repeats):
+        batch = rows[k * per_round : (k + 1) * per_round]
+        assert {r["repeat"] for r in batch} == {k + 1}
+        assert sorted(r["cell"] for r in batch) == sorted([exp.baseline] * len(others) + others)
+        assert sorted({r["pair"] for r in batch}) == sorted(f"r{k + 1}/{n}" for n in others)
     for r in rows:
         assert r["status"] == "ok", (r["cell"], r["error"], r["stderr_tail"])
         assert r["client_qps"] > 0 and r["server_qps"] > 0, r["cell"]
@@ -61,7 +68,9 @@ def test_quick_end_to_end(tmp_path: Path) -> None:
     with open(run_dir / "summary.csv", encoding="utf-8") as f:
         summary = list(csv.DictReader(f))
     assert [s["cell"] for s in summary] == names
-    assert all(float(s["client_qps_median"]) > 0 for s in summary)
+    md_verdicts = (run_dir / "summary.md").read_text()
+    assert "can tell apart differences of ±" in md_verdicts  # three rounds: a noise floor and real verdicts
+    assert all(float(s["client_qps_center"]) > 0 for s in summary)
     md = (run_dir / "summary.md").read_text()
     html = (run_dir / "report.html").read_text()
     for n in names:

@@ -75,15 +75,69 @@ def test_report_renders_every_artifact(tmp_path: Path, capsys: pytest.CaptureFix
     assert by["b"].n_failed == 1 and "status 1" in (d / "summary.md").read_text()
     html = (d / "report.html").read_text()
     assert html.count("<script") >= 2 and "<script src=" not in html  # plotly.js inlined
+    assert html.count("plotly.js v") == 1  # ... once
     head = (d / "summary.csv").read_text().splitlines()[0].split(",")
-    assert "client_qps_ci_lo" in head and "client_qps_verdict" in head
+    assert "client_qps_center" in head and "client_qps_ci_lo" in head and "client_qps_verdict" in head
+    assert "client_qps_p" in head and "client_qps_floor" in head  # a ranked metric
+    assert "client_p95_s_center" in head and "client_p95_s_p" not in head  # not ranked: no verdict family
+    assert not [h for h in head if h.endswith("_median")]
+    md = (d / "summary.md").read_text()
+    for text in (md, html):
+        assert "bootstrap" not in text.lower()
+        assert s.floor_text() in text and "not pinned" in text and "Holm" in text
+    # The header, then the verdict table, then the ranking.
+    assert md.index("Noise floor") < md.index("## Verdicts") < md.index("## Ranking by client QPS")
+    assert html.index("Noise floor") < html.index("Verdicts: each") < html.index("Ranking by") < html.index("Time series")
+    b_qps = next(line for line in md.splitlines() if line.startswith("| `b` | client QPS |"))
+    assert "| better |" in b_qps.replace("**", "")
+
+
+def test_header_names_pinning_aa_and_family(tmp_path: Path) -> None:
+    d = fake_run(tmp_path / "a", {"a": 100.0, "aa": 100.0, "b": 150.0}, 5, 1)
+    meta = json.loads((d / "experiment.json").read_text())
+    meta["aa_cell"] = "aa"
+    text = "server on CPUs 2, load generator on CPUs 3"
+    meta["pinning"] = {"mode": "manual", "server": [2], "generator": [3], "text": text}
+    (d / "experiment.json").write_text(json.dumps(meta))
+    s = report.write_all(d)
+    md = (d / "summary.md").read_text()
+    assert "**Pinning**: server on CPUs 2, load generator on CPUs 3" in md
+    aa = next(line for line in md.splitlines() if line.startswith("- **A/A**"))
+    assert "aa vs baseline a" in aa and "no significant difference" in aa
+    n = sum(1 for v in s.verdicts if v.comparison.p is not None)
+    assert n == len(s.verdicts) == 2 * 2  # aa and b x client QPS and peak RSS
+    assert f"over {n} comparisons" in md
+    assert "`aa` (A/A)" in md
 
 
 def test_two_repeats_say_no_ci(tmp_path: Path) -> None:
     d = fake_run(tmp_path / "a", {"a": 100.0, "b": 150.0}, 2, 1)
-    report.write_all(d)
+    s = report.write_all(d)
     md = (d / "summary.md").read_text()
-    assert "(no CI)" in md and "[" not in md.split("| `b`")[1].split("|")[3]
+    ranking = md.split("## Ranking")[1]
+    b_row = next(line for line in ranking.splitlines() if "| `b` |" in line)
+    assert "(no CI)" in b_row and "[" not in b_row  # neither the estimates nor the ratio have an interval
+    assert {v.comparison.verdict for v in s.verdicts} == {stats.NO_CI}
+    assert "no noise floor" in md
+
+
+def test_series_are_medians_with_min_max_band(tmp_path: Path) -> None:
+    from xferbench.report import html
+
+    d = fake_run(tmp_path / "a", {"a": 100.0, "b": 150.0}, 3, 1)
+    for r, q in ((1, 10.0), (2, 20.0), (3, 60.0)):  # cell a: three repeats, samples every half second
+        (d / "timeseries" / f"a.r{r}.csv").write_text(
+            "t,client_qps,rss_bytes\n" + f"0.9,{q},\n1.2,{q + 2},\n2.4,{q},5\n"
+        )
+    data = html.series_by_second(report.load(d), d)
+    a = data["client_qps"]["a"]
+    assert sorted(a) == [1, 2] and sorted(a[1]) == [11.0, 21.0, 61.0]  # t 0.9 and 1.2 both round to 1 s
+    assert data["rss_bytes"]["a"] == {2: [5.0, 5.0, 5.0]}  # empty fields are gaps, not zeros
+    fig = html._series(report.load(d), d, {"a": "#636EFA", "b": "rgb(102,194,165)"})
+    med = next(t for t in fig.data if t.name == "a" and t.xaxis == "x")
+    assert list(med.x) == [1, 2] and list(med.y) == [21.0, 20.0]
+    band = next(t for t in fig.data if t.fill == "toself" and t.legendgroup == "a" and t.xaxis == "x")
+    assert list(band.y) == [61.0, 60.0, 10.0, 11.0]  # max forward, min back
 
 
 def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,6 +146,7 @@ def test_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "worse" in out and "no significant difference" in out
+    assert "p (Holm)" in out and "Holm-adjusted over 4 comparisons" in out  # a, b x client QPS, peak RSS
     assert cli.main(["compare", str(a), str(tmp_path / "nope")]) == 2
 
 

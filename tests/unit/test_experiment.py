@@ -3,11 +3,13 @@ accepts; matrices expand and interleave as documented."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 
 import pytest
 
 from xferbench import experiment as xe
+from xferbench import stats
 from xferbench.matrix import schedule
 
 BASE = """
@@ -34,7 +36,7 @@ def test_shipped_experiments_are_valid(path) -> None:
 
 def test_quick_fits_five_minutes() -> None:
     e = xe.load_file("quick")
-    assert len(e.cells) == 9 and e.repeats == 2
+    assert e.repeats >= stats.MIN_REPEATS  # its report has intervals and verdicts
     assert e.estimated_seconds(per_run_overhead_s=3.5) <= 300
     assert {c.server for c in e.cells} == {"xferd-go", "xferd-c"}
 
@@ -43,8 +45,12 @@ def test_matrix_and_interleaving() -> None:
     e = parse(BASE)
     names = [c.name for c in e.cells]
     assert names == ["go/grpc/pool=on", "go/frame/pool=on", "go/grpc/pool=off", "go/frame/pool=off"]
-    order = [(r.cell.name, r.repeat) for r in schedule(e)]
-    assert order == [(n, 1) for n in names] + [(n, 2) for n in names]
+    runs = schedule(e)
+    # Rounds: every cell once in round 1, then every cell once in round 2 (the order within a round is
+    # xferbench.matrix's business).
+    assert [r.order for r in runs] == list(range(len(runs)))
+    assert [r.repeat for r in runs] == [1] * 4 + [2] * 4
+    assert sorted(r.cell.name for r in runs[:4]) == sorted(names) == sorted(r.cell.name for r in runs[4:])
     c = e.cell("go/frame/pool=off")
     argv = c.server_argv()
     assert "--pool=off" in argv and "--metrics-addr=127.0.0.1:0" in argv
@@ -135,3 +141,199 @@ def test_sizes() -> None:
     for bad in ("", "-1", "1XB", 0):
         with pytest.raises(ValueError):
             xe.parse_size(bad)
+
+
+def test_seconds() -> None:
+    assert xe.parse_seconds("20ms") == pytest.approx(0.02)
+    assert xe.parse_seconds("500us") == pytest.approx(5e-4) and xe.parse_seconds("500µs") == pytest.approx(5e-4)
+    assert xe.parse_seconds("1.5s") == 1.5 and xe.parse_seconds("2") == 2.0
+    assert xe.parse_seconds(2) == 2.0 and xe.parse_seconds(0.02) == 0.02
+    for bad in ("", "fast", "-1ms", "0", "20 min", 0, -1, True):
+        with pytest.raises(ValueError):
+            xe.parse_seconds(bad)
+
+
+# --- [experiment] aa and alpha ------------------------------------------------------------------------
+
+
+def test_aa_adds_a_copy_of_the_baseline_right_after_it() -> None:
+    e = parse(BASE.replace("repeats = 2", 'repeats = 2\naa = true\nbaseline = "go/frame/pool=on"'))
+    names = [c.name for c in e.cells]
+    assert names == [
+        "go/grpc/pool=on",
+        "go/frame/pool=on",
+        "go/frame/pool=on (A/A)",
+        "go/grpc/pool=off",
+        "go/frame/pool=off",
+    ]
+    assert e.aa and e.aa_cell == "go/frame/pool=on (A/A)" == e.baseline + xe.AA_SUFFIX
+    base, copy = e.cell(e.baseline), e.cell(e.aa_cell)
+    assert copy.server_argv() == base.server_argv() and copy.server_env({}) == base.server_env({})
+    assert (copy.load, copy.axes, copy.config()) == (base.load, base.axes, base.config())
+    assert copy.slug != base.slug
+    # Every round runs it, like any other cell.
+    runs = [r for r in schedule(e) if r.cell.name == e.aa_cell]
+    assert [r.repeat for r in runs] == [1, 2]
+
+
+def test_aa_defaults_to_off_and_takes_only_booleans() -> None:
+    e = parse(BASE)
+    assert not e.aa and e.aa_cell is None and len(e.cells) == 4
+    default_base = parse(BASE.replace("repeats = 2", "repeats = 2\naa = true"))
+    assert [c.name for c in default_base.cells][:2] == ["go/grpc/pool=on", "go/grpc/pool=on (A/A)"]
+    with pytest.raises(xe.ExperimentError, match=r"^t\.toml: experiment\.aa = 'yes': expected true or false"):
+        parse(BASE.replace("repeats = 2", 'repeats = 2\naa = "yes"'))
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, 0.05), ("0.01", 0.01), ("0.1", 0.1), ("0.25", 0.25)])
+def test_alpha(value: str | None, expected: float) -> None:
+    text = BASE if value is None else BASE.replace("repeats = 2", f"repeats = 2\nalpha = {value}")
+    assert parse(text).alpha == expected
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "1", "-0.05", '"0.05"', "true"])
+def test_alpha_refused(value: str) -> None:
+    with pytest.raises(xe.ExperimentError) as ei:
+        parse(BASE.replace("repeats = 2", f"repeats = 2\nalpha = {value}"))
+    assert str(ei.value).startswith("t.toml: experiment.alpha = ") and "between 0 and 0.5" in str(ei.value)
+
+
+# --- [pinning] ----------------------------------------------------------------------------------------
+
+GO = '[[servers]]\nserver = "xferd-go"\n'
+
+
+@pytest.fixture
+def cpus(monkeypatch: pytest.MonkeyPatch):
+    """Pretend this process may run on the given CPUs."""
+
+    def set_cpus(*c: int) -> None:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(c))
+
+    return set_cpus
+
+
+@pytest.mark.parametrize(
+    ("affinity", "server", "generator"),
+    [
+        ((0, 1), (0,), (1,)),
+        ((0, 1, 2), (0,), (1, 2)),
+        (tuple(range(8)), (0, 1, 2, 3), (4, 5, 6, 7)),
+        ((9, 2, 7, 5), (2, 5), (7, 9)),  # the CPUs this process may use, not 0..n-1
+    ],
+)
+def test_auto_pinning_is_disjoint_halves_of_the_affinity(cpus, affinity, server, generator) -> None:
+    cpus(*affinity)
+    for text in (GO, '[pinning]\nmode = "auto"\n' + GO):  # auto is the default
+        p = parse(text).pinning
+        assert (p.mode, p.server, p.generator) == ("auto", server, generator)
+        assert "auto" in p.describe()
+
+
+def test_auto_pinning_on_this_machine() -> None:
+    p = parse(GO).pinning
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        assert (p.mode, p.server, p.generator) == ("none", (), ())
+        return
+    assert p.mode == "auto" and p.server and p.generator
+    assert set(p.server).isdisjoint(p.generator) and set(p.server) | set(p.generator) == mine
+    assert max(p.server) < min(p.generator) and abs(len(p.server) - len(p.generator)) <= 1
+
+
+def test_auto_pinning_with_one_cpu_pins_nothing(cpus) -> None:
+    cpus(3)
+    p = parse(GO).pinning
+    assert (p.mode, p.server, p.generator) == ("none", (), ()) and p.describe() == "not pinned"
+
+
+def test_manual_and_no_pinning(cpus) -> None:
+    cpus(0, 1, 2, 3)
+    p = parse("[pinning]\nserver = [0, 1]\ngenerator = [3]\n" + GO).pinning  # explicit sets imply manual
+    assert (p.mode, p.server, p.generator) == ("manual", (0, 1), (3,))
+    assert p.describe() == "server on CPUs 0,1, load generator on CPUs 3 (manual)"
+    p = parse('[pinning]\nmode = "manual"\nserver = [2]\n' + GO).pinning
+    assert (p.mode, p.server, p.generator) == ("manual", (2,), ())
+    p = parse('[pinning]\nmode = "none"\n' + GO).pinning
+    assert (p.mode, p.server, p.generator) == ("none", (), ()) and p.describe() == "not pinned"
+
+
+@pytest.mark.parametrize(
+    ("pinning", "needles"),
+    [
+        ("server = [0, 1]\ngenerator = [1, 2]", ["pinning: server [0, 1] and generator [1, 2] share CPUs"]),
+        ('mode = "manual"\nserver = [2]\ngenerator = [2]', ["share CPUs"]),
+        ('mode = "auto"\nserver = [0]', ["pinning", 'mode = "auto"', "manual"]),
+        ('mode = "fast"', ["pinning.mode = 'fast'", "auto | manual | none"]),
+        ("server = [4]", ["pinning.server = [4]", "CPU numbers from [0, 1, 2, 3]"]),
+        ("generator = []", ["pinning.generator = []", "non-empty list"]),
+        ('server = "0-1"', ["pinning.server = '0-1'"]),
+        ("server = [true]", ["pinning.server"]),
+        ("cpus = [0]", ["pinning.cpus: unknown key", "allowed: server, generator, mode"]),
+    ],
+)
+def test_pinning_errors(cpus, pinning: str, needles: list[str]) -> None:
+    cpus(0, 1, 2, 3)
+    with pytest.raises(xe.ExperimentError) as ei:
+        parse(f"[pinning]\n{pinning}\n" + GO)
+    msg = str(ei.value)
+    assert msg.startswith("t.toml: ")
+    for n in needles:
+        assert n in msg, msg
+
+
+# --- [load] mode --------------------------------------------------------------------------------------
+
+
+def test_load_mode_resolves_per_cell() -> None:
+    e = parse(
+        "[load]\nusers = 4\n"
+        + GO
+        + 'label = "closed"\n'
+        + GO
+        + 'label = "open"\n[servers.load]\nrate = "poisson:150"\n'
+        + GO
+        + 'label = "cap"\n[servers.load]\nmode = "capacity"\nrate = "100"\nslo_p99 = "20ms"\nslo_failures = 0.02\n'
+    )
+    modes = {c.name: c.load.mode for c in e.cells}
+    assert modes == {"closed/grpc": "closed", "open/grpc": "open", "cap/grpc": "capacity"}
+    cap = e.cell("cap/grpc")
+    assert cap.load.slo_p99 == pytest.approx(0.02) and cap.load.slo_failures == 0.02
+    assert cap.config()["load"]["mode"] == "capacity" and cap.config()["load"]["slo_p99"] == pytest.approx(0.02)
+    assert e.cell("closed/grpc").load.slo_failures == 0.01 and e.cell("closed/grpc").load.slo_p99 is None
+
+
+def test_load_mode_axis_names_cells() -> None:
+    e = parse('[load]\nrate = "200"\nslo_p99 = "5ms"\n' + GO + '[servers.load]\nmode = ["open", "capacity"]\n')
+    assert [(c.name, c.load.mode) for c in e.cells] == [("go/grpc/mode=open", "open"), ("go/grpc/mode=capacity", "capacity")]
+
+
+@pytest.mark.parametrize(
+    ("load", "needles"),
+    [
+        ('mode = "open"', ['load.mode = "open"', "load.rate"]),
+        ('mode = "closed"\nrate = "100"', ['load.mode = "closed"', "load.rate = '100'"]),
+        ('mode = "capacity"\nrate = "100"', ['load.mode = "capacity"', "load.slo_p99"]),
+        ('mode = "capacity"\nslo_p99 = "20ms"', ['load.mode = "capacity"', "load.rate"]),
+        ('mode = "burst"', ["load.mode = 'burst'", "open | closed | capacity"]),
+        ('slo_p99 = "soon"', ["load.slo_p99 = 'soon'", '"20ms"']),
+        ("slo_p99 = 0", ["load.slo_p99 = 0"]),
+        ("slo_failures = 1.5", ["load.slo_failures = 1.5", "0 <= x < 1"]),
+        ("slo_failures = -0.1", ["load.slo_failures"]),
+        ('slo_failures = "1%"', ["load.slo_failures"]),
+    ],
+)
+def test_load_mode_errors_name_the_field(load: str, needles: list[str]) -> None:
+    with pytest.raises(xe.ExperimentError) as ei:
+        parse(f"[load]\n{load}\n" + GO)
+    msg = str(ei.value)
+    assert msg.startswith("t.toml: ")
+    for n in needles:
+        assert n in msg, msg
+
+
+def test_load_mode_error_in_a_group_names_the_group() -> None:
+    with pytest.raises(xe.ExperimentError) as ei:
+        parse(GO + '[servers.load]\nmode = "closed"\n' + GO + 'label = "b"\n[servers.load]\nmode = "open"\n')
+    msg = str(ei.value)
+    assert "servers[1]" in msg and 'load.mode = "open" needs load.rate' in msg, msg

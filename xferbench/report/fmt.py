@@ -30,19 +30,56 @@ def value(v: float | None, unit: str) -> str:
 
 
 def estimate(e: stats.Estimate | None, unit: str, with_ci: bool = True) -> str:
-    if e is None or e.median is None:
+    """The geometric mean across repeats, with its 95% t-interval when there is one."""
+    if e is None or e.center is None:
         return "-"
-    s = value(e.median, unit)
+    s = value(e.center, unit)
     if with_ci and e.has_ci:
         s += f" [{value(e.lo, unit)} - {value(e.hi, unit)}]"
     return s
 
 
+SHORT_VERDICT = {
+    stats.BETTER: "better",
+    stats.WORSE: "worse",
+    stats.SAME: "~ (n.s.)",
+    stats.BELOW_FLOOR: "~ (< floor)",
+    stats.NO_CI: "(no CI)",
+    stats.NOT_POSITIVE: "(no CI, values <= 0)",
+}
+
+
 def comparison(c: stats.Comparison | None) -> str:
+    """"1.15x [1.08, 1.22] better": the ratio to the baseline, its 95% CI and the (short) verdict."""
     if c is None or c.ratio is None:
         return "-" if c is None else c.verdict
     s = f"{c.ratio:.2f}x"
     if c.lo is not None:
         s += f" [{c.lo:.2f}, {c.hi:.2f}]"
-    short = {stats.BETTER: "better", stats.WORSE: "worse", stats.SAME: "~ (n.s.)", stats.NO_CI: "(no CI)"}
-    return f"{s} {short.get(c.verdict, c.verdict)}"
+    return f"{s} {SHORT_VERDICT.get(c.verdict, c.verdict)}"
+
+
+def ratio(c: stats.Comparison | None) -> str:
+    """"1.153x (+15.3%)"."""
+    if c is None or c.ratio is None:
+        return "-"
+    return f"{c.ratio:.3f}x ({(c.ratio - 1) * 100:+.1f}%)"
+
+
+def ratio_ci(c: stats.Comparison | None) -> str:
+    if c is None or c.lo is None or c.hi is None:
+        return "-"
+    return f"[{c.lo:.3f}, {c.hi:.3f}]"
+
+
+def floor(f: float | None) -> str:
+    """A noise floor as a fraction (0.032) → "±3.2%"."""
+    return "-" if f is None else f"±{f * 100:.1f}%"
+
+
+def pvalue(p: float | None) -> str:
+    if p is None:
+        return "-"
+    if p < 1e-4:
+        return "<0.0001"
+    return f"{p:.4f}" if p < 0.01 else f"{p:.3f}"

@@ -1,51 +1,73 @@
-"""report.html: one self-contained page (plotly.js inlined once, no network) with the ranking table, bars
-with 95% CIs across repeats, and per-cell time series of QPS, P95, RSS and GC pauses."""
+"""report.html: one self-contained page (plotly.js inlined once, no network). From the top: what this run
+can tell apart (noise floor, pinning, ranking metric, A/A check, Holm family), the verdict table, the
+ranking, failures and warnings, bars of the geometric means with their 95% t-intervals, and the time series
+as small multiples (one panel per series, one line per configuration: the median over repeats at each
+second, shaded from the minimum to the maximum)."""
 
 from __future__ import annotations
 
 import csv
 import html as h
+import math
+import statistics
 from pathlib import Path
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
-from xferbench import stats
-from xferbench.report import fmt
+from xferbench import figures, stats
+from xferbench.report import fmt, tables
 from xferbench.report.summary import Summary
 
 BARS = (
+    "server_cpu_per_request_s",
+    "server_cpu_per_gib_s",
+    "capacity_rps",
     "client_qps",
     "client_bytes_per_s",
     "client_p95_s",
     "client_p99_s",
     "server_qps",
     "server_p95_s",
+    "server_cpu_cores",
     "rss_peak_bytes",
     "gc_pause_total_s",
+    "gc_pause_per_request_s",
     "gc_pause_p99_s",
     "gc_cpu_share",
     "alloc_allocated_bytes",
     "alloc_resident_bytes",
     "gen_cpu_cores",
 )
+# Time-series panels, in this order, for the columns of figures.SERIES_COLUMNS that hold data.
 SERIES = (
     ("client_qps", "client QPS (req/s)"),
     ("client_p95_s", "client P95 (s)"),
+    ("server_cpu_cores", "server CPU (cores)"),
     ("rss_bytes", "server RSS (bytes)"),
     ("gc_pause_s_per_s", "GC pause (s per s)"),
+    ("gen_cpu_cores", "generator CPU (cores)"),
+    ("client_bytes_per_s", "client bytes/s"),
+    ("server_qps", "server QPS (req/s)"),
+    ("server_p95_s", "server P95 (s)"),
+    ("gc_pauses_per_s", "GC pauses per s"),
+    ("heap_inuse_bytes", "Go heap in use (bytes)"),
+    ("alloc_resident_bytes", "allocator resident (bytes)"),
 )
-RANK_CMP = ("client_qps", "client_p95_s", "client_p99_s", "rss_peak_bytes", "gc_pause_total_s")
+SERIES_COLS = 2
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
 color:#222}table{border-collapse:collapse;font-size:13px;margin:1em 0}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.better{color:#0a7d19;font-weight:600}
-.worse{color:#b3261e;font-weight:600}.ns{color:#777}.failed{color:#b3261e}
+.worse{color:#b3261e;font-weight:600}.ns{color:#777}.floor{color:#777;font-style:italic}.failed{color:#b3261e}
+td.l,th.l{text-align:left}
 code{background:#f5f5f5;padding:0 3px}
 .note{color:#555;font-size:13px}
+.head{background:#f7f7fa;border:1px solid #dde;padding:.6em 1em .6em 2em;font-size:14px}
+.head li{margin:.2em 0}
 """
 
 
@@ -58,7 +80,7 @@ def _title(metric: str) -> str:
 def _cls(c: stats.Comparison | None) -> str:
     if c is None:
         return ""
-    return {stats.BETTER: "better", stats.WORSE: "worse"}.get(c.verdict, "ns")
+    return {stats.BETTER: "better", stats.WORSE: "worse", stats.BELOW_FLOOR: "floor"}.get(c.verdict, "ns")
 
 
 def _colors(s: Summary) -> dict[str, str]:
@@ -66,33 +88,76 @@ def _colors(s: Summary) -> dict[str, str]:
     return {c.name: pal[i % len(pal)] for i, c in enumerate(s.cells)}
 
 
+def _rgba(color: str, alpha: float) -> str:
+    (r, g, b), *_ = convert_colors_to_same_type(color, "tuple")[0]
+    return f"rgba({round(r * 255)},{round(g * 255)},{round(b * 255)},{alpha})"
+
+
+def _table(head: list[str], rows: list[list[str]], left: tuple[int, ...] = ()) -> str:
+    """An HTML table; head is plain text, rows are HTML; `left` columns align left."""
+
+    def cls(i: int) -> str:
+        return " class='l'" if i in left else ""
+
+    out = ["<table><tr>" + "".join(f"<th{cls(i)}>{h.escape(x)}</th>" for i, x in enumerate(head)) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td{cls(i)}>{x}</td>" for i, x in enumerate(r)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _header(s: Summary) -> str:
+    items = [f"<li><b>{h.escape(label)}</b>: {h.escape(text)}</li>" for label, text in tables.header(s)]
+    return "<ul class='head'>" + "".join(items) + "</ul>"
+
+
+def _verdicts(s: Summary) -> str:
+    if not s.verdicts:
+        return (
+            "<p class='note'>No comparisons: the run has one configuration, or no cell measured a metric that "
+            "gets verdicts.</p>"
+        )
+    rows = []
+    for v in s.verdicts:
+        t = [h.escape(x) for x in tables.verdict_row(s, v)]
+        t[0] = f"<code>{h.escape(v.cell)}</code>" + tables.aa_mark(s, v.cell)
+        t[4] = f"<span class='{_cls(v.comparison)}'>{t[4]}</span>"
+        rows.append(t)
+    return _table(list(tables.VERDICT_HEAD), rows, left=(0, 1, 4))
+
+
 def _ranking(s: Summary) -> str:
-    present = set(s.present_metrics())
-    cmps = [m for m in RANK_CMP if m in present]
-    head = ["#", "cell", "runs", "client QPS", "client P95", "peak RSS"] + [
-        f"{stats.METRIC_INFO[m][1]} vs baseline" for m in cmps
-    ]
+    cols = tables.short_columns(s)
+    cap = tables.has_capacity(s)
+    head = ["#", "configuration", "runs", _title(cols[0]), "vs baseline"] + [_title(m) for m in cols[1:]]
+    head += ["capacity search"] if cap else []
     rows = []
     for i, c in enumerate(s.ranked(), 1):
-        cells = [
+        cmp_ = c.vs_base.get(s.rank_metric)
+        vs = (
+            "baseline"
+            if c.name == s.baseline
+            else f"<span class='{_cls(cmp_)}'>{h.escape(fmt.comparison(cmp_))}</span>"
+        )
+        vals = [h.escape(fmt.estimate(c.est[m], stats.METRIC_INFO[m][2])) for m in cols]
+        row = [
             str(i),
             f"<code>{h.escape(c.name)}</code>" + (" (baseline)" if c.name == s.baseline else ""),
             f"{c.n_ok}" + (f' <span class="failed">+{c.n_failed} failed</span>' if c.n_failed else ""),
-            h.escape(fmt.estimate(c.est["client_qps"], "req/s")),
-            h.escape(fmt.estimate(c.est["client_p95_s"], "s")),
-            h.escape(fmt.estimate(c.est["rss_peak_bytes"], "B")),
+            vals[0],
+            vs,
+            *vals[1:],
         ]
-        for m in cmps:
-            cmp_ = c.vs_base.get(m)
-            txt = "—" if c.name == s.baseline else fmt.comparison(cmp_)
-            cells.append(f'<span class="{_cls(cmp_) if c.name != s.baseline else ""}">{h.escape(txt)}</span>')
-        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
-    return "<table><tr>" + "".join(f"<th>{h.escape(x)}</th>" for x in head) + "</tr>" + "".join(rows) + "</table>"
+        if cap:
+            row.append(h.escape(tables.capacity_text(s, c)))
+        rows.append(row)
+    return _table(head, rows, left=(1,))
 
 
 def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
     present = set(s.present_metrics())
-    metrics = [m for m in BARS if m in present]
+    metrics = [m for m in (s.rank_metric, *BARS) if m in present]
+    metrics = list(dict.fromkeys(metrics))
     if not metrics:
         return None
     ncols = 2
@@ -106,17 +171,21 @@ def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
     names = [c.name for c in s.cells]
     for i, m in enumerate(metrics):
         r, col = i // ncols + 1, i % ncols + 1
-        med = [c.est[m].median for c in s.cells]
-        plus = [(c.est[m].hi - c.est[m].median) if c.est[m].has_ci else None for c in s.cells]
-        minus = [(c.est[m].median - c.est[m].lo) if c.est[m].has_ci else None for c in s.cells]
+        est = [c.est[m] for c in s.cells]
+        center = [e.center for e in est]
+        plus = [(e.hi - e.center) if e.has_ci and e.center is not None else None for e in est]
+        minus = [(e.center - e.lo) if e.has_ci and e.center is not None else None for e in est]
+        # stats.estimate falls back to the arithmetic mean when a value is <= 0 (a count of zero pauses).
+        kind = ["geometric mean" if all(v > 0 for v in c.values.get(m, [])) else "mean" for c in s.cells]
         fig.add_trace(
             go.Bar(
                 x=names,
-                y=med,
+                y=center,
+                customdata=kind,
                 marker_color=[colors[n] for n in names],
                 showlegend=False,
                 error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True},
-                hovertemplate="%{x}<br>median %{y:.4g}<extra></extra>",
+                hovertemplate="%{x}<br>%{customdata} %{y:.4g}<extra></extra>",
             ),
             row=r,
             col=col,
@@ -153,47 +222,119 @@ def _read_series(run_dir: Path, rel: str | None) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _series(s: Summary, run_dir: Path, colors: dict[str, str]) -> go.Figure | None:
-    fig = make_subplots(
-        rows=len(SERIES),
-        cols=1,
-        shared_xaxes=True,
-        subplot_titles=[t for _, t in SERIES],
-        vertical_spacing=0.06,
-    )
-    any_data = False
-    shown: set[str] = set()
+def _num(x: str | None) -> float | None:
+    if x in (None, ""):
+        return None
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def series_by_second(s: Summary, run_dir: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """column → cell → second → one value per successful repeat (a repeat's samples within one second,
+    t rounded to the nearest second, are averaged first)."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for r in s.rows:
-        data = _read_series(run_dir, r.get("timeseries"))
-        if not data:
+        if r.get("status") != "ok":
             continue
-        any_data = True
-        cell = r["cell"]
-        for i, (col, _) in enumerate(SERIES, 1):
-            ys = [float(d[col]) if d.get(col) not in (None, "") else None for d in data]
+        data = _read_series(run_dir, r.get("timeseries"))
+        per: dict[str, dict[int, list[float]]] = {}
+        for d in data:
+            t = _num(d.get("t"))
+            if t is None:
+                continue
+            sec = round(t)
+            for col, x in d.items():
+                v = _num(x)
+                if col != "t" and col is not None and v is not None:
+                    per.setdefault(col, {}).setdefault(sec, []).append(v)
+        for col, secs in per.items():
+            cell = out.setdefault(col, {}).setdefault(r["cell"], {})
+            for sec, vs in secs.items():
+                cell.setdefault(sec, []).append(sum(vs) / len(vs))
+    return out
+
+
+def _series_panels(data: dict[str, dict[str, dict[int, list[float]]]]) -> list[tuple[str, str]]:
+    titles = dict(SERIES)
+    known = [c for c, _ in SERIES] + [c for c in figures.SERIES_COLUMNS if c != "t" and c not in titles]
+    return [(c, titles.get(c, c)) for c in known if data.get(c)]
+
+
+def _series(s: Summary, run_dir: Path, colors: dict[str, str]) -> go.Figure | None:
+    data = series_by_second(s, run_dir)
+    panels = _series_panels(data)
+    if not panels:
+        return None
+    nrows = (len(panels) + SERIES_COLS - 1) // SERIES_COLS
+    fig = make_subplots(
+        rows=nrows,
+        cols=SERIES_COLS,
+        subplot_titles=[t for _, t in panels],
+        vertical_spacing=0.3 / nrows,
+        horizontal_spacing=0.08,
+    )
+    shown: set[str] = set()
+    warm = s.meta.get("warmup_s")
+    for i, (col, _) in enumerate(panels):
+        row, pcol = i // SERIES_COLS + 1, i % SERIES_COLS + 1
+        for cell in (c.name for c in s.cells):
+            secs = data[col].get(cell)
+            if not secs:
+                continue
+            xs = sorted(secs)
+            med = [statistics.median(secs[x]) for x in xs]
+            lo = [min(secs[x]) for x in xs]
+            hi = [max(secs[x]) for x in xs]
+            color = colors.get(cell, "#888888")
+            if any(len(secs[x]) > 1 for x in xs):
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs + xs[::-1],
+                        y=hi + lo[::-1],
+                        fill="toself",
+                        fillcolor=_rgba(color, 0.18),
+                        line={"width": 0},
+                        mode="lines",
+                        legendgroup=cell,
+                        showlegend=False,
+                        hoverinfo="skip",
+                    ),
+                    row=row,
+                    col=pcol,
+                )
+            n = [len(secs[x]) for x in xs]
             fig.add_trace(
                 go.Scatter(
-                    x=[float(d["t"]) for d in data],
-                    y=ys,
+                    x=xs,
+                    y=med,
+                    customdata=list(zip(lo, hi, n, strict=True)),
                     mode="lines",
                     name=cell,
                     legendgroup=cell,
-                    showlegend=(cell not in shown and i == 1),
-                    line={"color": colors.get(cell), "width": 1.5},
-                    hovertemplate=f"{h.escape(cell)} r{r['repeat']}<br>t=%{{x:.0f}}s %{{y:.4g}}<extra></extra>",
+                    showlegend=cell not in shown,
+                    line={"color": color, "width": 1.5},
+                    hovertemplate=(
+                        f"{h.escape(cell)}<br>t=%{{x}} s: median %{{y:.4g}}"
+                        "<br>range %{customdata[0]:.4g} - %{customdata[1]:.4g} over %{customdata[2]} repeats"
+                        "<extra></extra>"
+                    ),
                 ),
-                row=i,
-                col=1,
+                row=row,
+                col=pcol,
             )
-        shown.add(cell)
-    if not any_data:
-        return None
-    warm = s.meta.get("warmup_s")
-    if warm:
-        for i in range(1, len(SERIES) + 1):
-            fig.add_vline(x=warm, line_dash="dot", line_color="#999", row=i, col=1)
-    fig.update_layout(height=260 * len(SERIES), margin={"t": 40, "b": 20}, legend={"font": {"size": 10}})
-    fig.update_xaxes(title_text="seconds since load started (dotted: end of warm-up)", row=len(SERIES), col=1)
+            shown.add(cell)
+        if warm:
+            fig.add_vline(x=warm, line_dash="dot", line_color="#999", row=row, col=pcol)
+    fig.update_layout(
+        height=240 * nrows + 60, margin={"t": 40, "b": 20}, legend={"font": {"size": 10}}, hovermode="closest"
+    )
+    fig.update_xaxes(matches="x")  # one time axis: zooming one panel zooms them all
+    for i in range(max(0, len(panels) - SERIES_COLS), len(panels)):  # the lowest panel of each column
+        row, pcol = i // SERIES_COLS + 1, i % SERIES_COLS + 1
+        fig.update_xaxes(title_text="s since load started", title_font={"size": 10}, row=row, col=pcol)
     return fig
 
 
@@ -204,6 +345,7 @@ def render(s: Summary, run_dir: Path) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>xferbench: "
         f"{h.escape(str(meta.get('experiment', '')))}</title><style>{CSS}</style></head><body>",
         f"<h1>xferbench — {h.escape(str(meta.get('experiment', '?')))}</h1>",
+        _header(s),
     ]
     if meta.get("description"):
         parts.append(f"<p>{h.escape(meta['description'])}</p>")
@@ -217,11 +359,18 @@ def render(s: Summary, run_dir: Path) -> str:
     )
     if meta.get("interrupted"):
         parts.append("<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>")
-    parts.append("<h2>Ranking (by client QPS)</h2>")
+    parts.append(f"<h2>Verdicts: each configuration vs the baseline <code>{h.escape(s.baseline)}</code></h2>")
     parts.append(
-        "<p class='note'>Medians across repeats with [95% bootstrap CI] (none with fewer than 3 repeats). "
-        "Ratios are cell / baseline with the CI of the ratio; <span class='better'>better</span> or "
-        "<span class='worse'>worse</span> only when that CI excludes 1.</p>"
+        "<p class='note'>Ratio = configuration / baseline (geometric mean of the per-round ratios) with its 95% "
+        "CI; <span class='better'>better</span> or <span class='worse'>worse</span> only when the Holm-adjusted "
+        f"p is below {s.alpha:g} and the change exceeds the metric's noise floor; "
+        "<span class='floor'>below the noise floor</span> when it is significant but smaller.</p>"
+    )
+    parts.append(_verdicts(s))
+    parts.append(f"<h2>Ranking by {h.escape(stats.METRIC_INFO[s.rank_metric][1])}</h2>")
+    parts.append(
+        "<p class='note'>Geometric means across repeats with [95% t-interval] "
+        f"(none with fewer than {stats.MIN_REPEATS} repeats); <i>vs baseline</i> repeats the verdict above.</p>"
     )
     parts.append(_ranking(s))
     notes = [(c.name, e, "failed") for c in s.cells for e in c.errors] + [
@@ -235,14 +384,24 @@ def render(s: Summary, run_dir: Path) -> str:
         ]
         parts.append("</ul>")
     first = True
-    for title, fig in (
-        ("Across repeats (bars: median, whiskers: 95% CI, dots: repeats)", _bars(s, colors)),
-        ("Time series per cell", _series(s, run_dir, colors)),
+    for title, note, fig in (
+        (
+            "Across repeats",
+            "Bars: geometric mean, whiskers 95% t-interval, dots: repeats (the arithmetic mean where a value "
+            "is zero or negative).",
+            _bars(s, colors),
+        ),
+        (
+            "Time series",
+            "One panel per series, one line per configuration: the median over its successful repeats at each "
+            "second since the load started, shaded from the minimum to the maximum; dotted: end of warm-up.",
+            _series(s, run_dir, colors),
+        ),
     ):
         if fig is None:
             continue
-        parts.append(f"<h2>{h.escape(title)}</h2>")
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False, config={"displaylogo": False}))
+        parts.append(f"<h2>{h.escape(title)}</h2><p class='note'>{h.escape(note)}</p>")
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False}))
         first = False
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,4 +1,5 @@
-"""Per-cell summaries across repeats: medians with CIs, ratios to the baseline cell, verdicts."""
+"""Per-cell summaries across repeats and the run's verdicts: every cell against the baseline, paired by
+round, one Holm family per report, each verdict beside its metric's noise floor (xferbench/stats.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xferbench import stats
+from xferbench import capacity, stats
+from xferbench.figures import GEN_SATURATED_CORES
+
+# Figures that move in steps: the smallest change they can show is a floor of their own.
+RESOLUTION = {"capacity_rps": capacity.PRECISION}
 
 
 @dataclass
@@ -23,6 +28,14 @@ class CellSummary:
     est: dict[str, stats.Estimate] = field(default_factory=dict)
     vs_base: dict[str, stats.Comparison] = field(default_factory=dict)
     values: dict[str, list[float]] = field(default_factory=dict)
+    by_pair: dict[str, dict[str, float]] = field(default_factory=dict)  # metric → pair key → value
+
+
+@dataclass(frozen=True)
+class Verdict:
+    cell: str
+    metric: str
+    comparison: stats.Comparison
 
 
 @dataclass
@@ -31,23 +44,46 @@ class Summary:
     rows: list[dict[str, Any]]
     cells: list[CellSummary]
     baseline: str
+    rank_metric: str = "client_qps"
+    rank_reason: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)  # the Holm family, in table order
+    floors: dict[str, float | None] = field(default_factory=dict)  # metric → noise floor (0.05 = ±5%)
+    alpha: float = stats.ALPHA
 
-    def ranked(self, metric: str = "client_qps") -> list[CellSummary]:
+    def ranked(self, metric: str | None = None) -> list[CellSummary]:
+        metric = metric or self.rank_metric
         higher = stats.METRIC_INFO[metric][3]
 
         def key(c: CellSummary) -> float:
             m = c.est.get(metric)
-            if m is None or m.median is None:
+            if m is None or m.center is None:
                 return float("inf")
-            return -m.median if higher else m.median
+            return -m.center if higher else m.center
 
         return sorted(self.cells, key=key)
 
     def present_metrics(self) -> list[str]:
         """Metrics with at least one value in some cell (a Go-only sweep has no allocator columns...)."""
         return [
-            m for m, *_ in stats.METRICS if any(c.est.get(m) is not None and c.est[m].median is not None for c in self.cells)
+            m for m, *_ in stats.METRICS if any(c.est.get(m) is not None and c.est[m].center is not None for c in self.cells)
         ]
+
+    @property
+    def aa_cell(self) -> str | None:
+        name = self.meta.get("aa_cell")
+        return name if any(c.name == name for c in self.cells) else None
+
+    def floor_text(self) -> str:
+        """One line for the top of every report: what this run can tell apart."""
+        parts = [
+            f"±{f * 100:.1f}% in {stats.METRIC_INFO[m][1]}" for m, f in self.floors.items() if f is not None
+        ]
+        if not parts:
+            return (
+                f"no noise floor: every compared cell needs at least {stats.MIN_REPEATS} repeats "
+                "(xferbench run --repeat N)"
+            )
+        return "on this machine, this run can tell apart differences of " + ", ".join(parts)
 
 
 def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -61,7 +97,7 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return meta, rows
 
 
-def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
+def _cells(meta: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, CellSummary]:
     order: list[str] = list(meta.get("cells") or [])
     for r in rows:
         if r["cell"] not in order:
@@ -82,6 +118,7 @@ def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
                 v = r.get(m)
                 if v is not None:
                     c.values.setdefault(m, []).append(float(v))
+                    c.by_pair.setdefault(m, {})[_pair_key(r)] = float(v)
         elif r.get("status") == "failed":
             c.n_failed += 1
             c.errors.append(f"r{r['repeat']}: {r.get('error')}")
@@ -91,15 +128,79 @@ def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
     for c in cells.values():
         for m, *_ in stats.METRICS:
             c.est[m] = stats.estimate(c.values.get(m, []))
+    return cells
+
+
+def rank_metric(meta: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """The metric that ranks the cells, and why: client QPS only measures the server in a closed loop whose
+    generator kept up; under a fixed offered load every cell serves the same rate, so the server's cost
+    per request is what differs."""
+    modes = {(cfg.get("load") or {}).get("mode") for cfg in (meta.get("cell_configs") or {}).values()}
+    if "capacity" in modes:
+        return "capacity_rps", "capacity mode: the highest offered rate each cell served within the SLO"
+    if "open" in modes:
+        transports = {(cfg.get("transport")) for cfg in (meta.get("cell_configs") or {}).values()}
+        if len(transports) > 1:
+            return "server_cpu_per_gib_s", (
+                "fixed offered load over different transports: a gRPC stream counts as one request where the frame "
+                "protocol counts every chunk, so the cost per GiB moved ranks"
+            )
+        return "server_cpu_per_request_s", "fixed offered load: every cell served the same rate, so its cost differs"
+    saturated = [r for r in rows if (r.get("gen_cpu_cores") or 0) > GEN_SATURATED_CORES]
+    if saturated:
+        return "server_cpu_per_request_s", (
+            f"closed loop with the load generator saturated in {len(saturated)} runs: client QPS would "
+            "measure Locust, so the server's cost per request ranks"
+        )
+    return "client_qps", "closed loop, load generator below saturation"
+
+
+def summarize(meta: dict[str, Any], rows: list[dict[str, Any]], alpha: float | None = None) -> Summary:
+    cells = _cells(meta, rows)
+    order = list(cells)
     baseline = meta.get("baseline") or (order[0] if order else "")
     if baseline not in cells and order:
         baseline = order[0]
+    metric, reason = rank_metric(meta, rows)
+    alpha = alpha if alpha is not None else float(meta.get("alpha", stats.ALPHA))
+    s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha)
     base = cells.get(baseline)
-    if base is not None:
-        for c in cells.values():
-            for m, _, _, higher in stats.METRICS:
-                c.vs_base[m] = stats.compare(base.values.get(m, []), c.values.get(m, []), higher)
-    return Summary(meta, rows, list(cells.values()), baseline)
+    if base is None:
+        return s
+    for c in cells.values():
+        for m, _, _, higher in stats.METRICS:
+            c.vs_base[m] = paired(base, c, m, higher)
+    _decide(s, base)
+    return s
+
+
+def _pair_key(row: dict[str, Any]) -> str:
+    """Which baseline run a row pairs with: the same round ("r3"), or in a duet the same duet."""
+    return row.get("pair") or f"r{row.get('repeat', 0)}"
+
+
+def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool) -> stats.Comparison:
+    """B vs A over the rounds (or duets) both completed; a failed run drops only its own pair."""
+    va, vb = a.by_pair.get(metric, {}), b.by_pair.get(metric, {})
+    keys = sorted(set(va) & set(vb))
+    return stats.compare([va[k] for k in keys], [vb[k] for k in keys], higher, paired=True)
+
+
+def _decide(s: Summary, base: CellSummary) -> None:
+    """One Holm family: every non-baseline cell x every ranked metric with an interval."""
+    metrics = [m for m in stats.RANKED if m in set(s.present_metrics())]
+    others = [c for c in s.cells if c.name != base.name]
+    s.floors = {m: stats.noise_floor([c.vs_base[m] for c in others], resolution=RESOLUTION.get(m, 0.0)) for m in metrics}
+    family = [(c, m) for m in metrics for c in others]
+    decided = stats.decide(
+        [c.vs_base[m] for c, m in family],
+        [stats.METRIC_INFO[m][3] for _, m in family],
+        [s.floors[m] for _, m in family],
+        s.alpha,
+    )
+    for (c, m), cmp_ in zip(family, decided, strict=True):
+        c.vs_base[m] = cmp_
+        s.verdicts.append(Verdict(c.name, m, cmp_))
 
 
 def load(run_dir: Path) -> Summary:

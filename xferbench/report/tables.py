@@ -1,26 +1,150 @@
-"""summary.csv (every metric: median, CI, ratio to baseline, verdict) and summary.md (the readable table)."""
+"""summary.csv (every metric: geometric mean, CI, ratio to baseline, verdict; p and noise floor for the
+metrics that get verdicts) and summary.md (the readable report); the header, verdict and ranking rows
+that the terminal and HTML reports share."""
 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from pathlib import Path
 
 from xferbench import stats
 from xferbench.report import fmt
-from xferbench.report.summary import Summary
+from xferbench.report.summary import CellSummary, Summary, Verdict
 
-# The columns of the short table (terminal and Markdown).
+# The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
 SHORT = (
+    "capacity_rps",
+    "server_cpu_per_request_s",
     "client_qps",
     "client_bytes_per_s",
     "client_p95_s",
     "client_p99_s",
     "server_p95_s",
+    "server_cpu_cores",
     "rss_peak_bytes",
     "gc_pause_total_s",
     "alloc_resident_bytes",
     "gen_cpu_cores",
 )
+
+# The statistical method (xferbench/stats.py) in one sentence, for the top of every report.
+METHOD = (
+    "Each figure is the geometric mean across repeats with a Student-t 95% interval on the log values; each "
+    "configuration is compared with the baseline run it was paired with (the same duet, or the same round), so "
+    "the ratio is the geometric mean of the paired ratios, tested with a paired t-test on their logs; p-values "
+    "are Holm-adjusted over the whole verdict table, and a change smaller than its metric's noise floor is never "
+    "called better or worse."
+)
+
+VERDICT_HEAD = ("configuration", "metric", "ratio (cell / baseline)", "95% CI", "verdict", "noise floor", "p (Holm)")
+
+
+def title(metric: str) -> str:
+    return stats.METRIC_INFO[metric][1]
+
+
+def pinning_text(meta: dict) -> str:
+    pin = meta.get("pinning") or {}
+    return str(pin.get("text") or "not pinned")
+
+
+def n_tested(s: Summary) -> int:
+    """The size of the Holm family: the verdicts with a p-value."""
+    return sum(1 for v in s.verdicts if v.comparison.p is not None)
+
+
+def aa_text(s: Summary) -> str | None:
+    """What the A/A check (a second copy of the baseline configuration) says, or None without one."""
+    name = s.meta.get("aa_cell")
+    if not name:
+        return None
+    if s.aa_cell is None:
+        return f"{name} vs baseline {s.baseline}: no results for {name}"
+    mine = [v for v in s.verdicts if v.cell == name]
+    head = f"{name} vs baseline {s.baseline} (the same configuration)"
+    with_ci = [v for v in mine if v.comparison.p is not None]
+    if not with_ci:
+        return f"{head}: no verdict (every metric needs at least {stats.MIN_REPEATS} repeats on both sides)"
+    called = [v for v in with_ci if v.comparison.verdict in (stats.BETTER, stats.WORSE)]
+    if called:
+        listed = "; ".join(f"{title(v.metric)} {fmt.ratio(v.comparison)} {v.comparison.verdict}" for v in called)
+        return (
+            f"{head}: {listed}. Identical configurations were called different: this machine's noise is "
+            "larger than the repeats show, so distrust this run's verdicts"
+        )
+    below = sum(1 for v in with_ci if v.comparison.verdict == stats.BELOW_FLOOR)
+    big = max(with_ci, key=lambda v: abs((v.comparison.ratio or 1.0) - 1.0))
+    out = f"{head}: no significant difference in any of {len(with_ci)} metrics"
+    if below:
+        out += f" ({below} significant but below the noise floor)"
+    pct = ((big.comparison.ratio or 1.0) - 1) * 100
+    out += f"; largest apparent difference {pct:+.1f}% in {title(big.metric)}"
+    if len(mine) > len(with_ci):
+        out += f"; {len(mine) - len(with_ci)} metrics without a CI"
+    return out
+
+
+def header(s: Summary) -> list[tuple[str, str]]:
+    """(label, plain text) lines for the top of every report, right after the title."""
+    rank = title(s.rank_metric)
+    if s.rank_metric not in s.present_metrics():
+        rank += " (not measured by any cell: the table keeps the experiment's order)"
+    lines = [
+        ("Noise floor", s.floor_text()),
+        ("Pinning", pinning_text(s.meta)),
+        ("Ranked by", f"{rank}: {s.rank_reason}" if s.rank_reason else rank),
+    ]
+    aa = aa_text(s)
+    if aa is not None:
+        lines.append(("A/A", aa))
+    n = n_tested(s)
+    n_cells = len({v.cell for v in s.verdicts})
+    n_metrics = len({v.metric for v in s.verdicts})
+    verdicts = (
+        f"alpha = {s.alpha:g}: better/worse only where the Holm-adjusted p < alpha, Holm's adjustment running over "
+        f"{n} comparisons ({n_cells} configurations x {n_metrics} metrics against the baseline {s.baseline})"
+    )
+    if not s.verdicts:
+        verdicts = (
+            f"alpha = {s.alpha:g}; no comparisons: the run has one configuration, or no cell measured a metric "
+            "that gets verdicts"
+        )
+    elif len(s.verdicts) > n:
+        k = len(s.verdicts) - n
+        verdicts += f"; {k} without an interval (no data, too few repeats) {'is' if k == 1 else 'are'} listed, untested"
+    lines.append(("Verdicts", verdicts))
+    lines.append(("Method", METHOD))
+    return lines
+
+
+def verdict_row(s: Summary, v: Verdict) -> list[str]:
+    """One row of the verdict table, as plain text (VERDICT_HEAD)."""
+    c = v.comparison
+    f = c.floor if c.floor is not None else s.floors.get(v.metric) if c.ratio is not None else None
+    cell = v.cell + aa_mark(s, v.cell)
+    return [cell, title(v.metric), fmt.ratio(c), fmt.ratio_ci(c), c.verdict, fmt.floor(f), fmt.pvalue(c.p)]
+
+
+def aa_mark(s: Summary, cell: str) -> str:
+    """" (A/A)" after the A/A cell's name, unless its name says so already."""
+    return " (A/A)" if cell == s.aa_cell and "A/A" not in cell else ""
+
+
+def short_columns(s: Summary) -> list[str]:
+    """The ranking metric first, then the other SHORT metrics that some cell measured."""
+    present = set(s.present_metrics())
+    return [s.rank_metric] + [m for m in SHORT if m in present and m != s.rank_metric]
+
+
+def capacity_text(s: Summary, c: CellSummary) -> str:
+    """How the capacity searches of one cell ended ("found x3", "generator-bound x1, found x2")."""
+    n = Counter(r.get("capacity_status") for r in s.rows if r["cell"] == c.name and r.get("capacity_status"))
+    return ", ".join(f"{k} x{v}" for k, v in n.items()) or "-"
+
+
+def has_capacity(s: Summary) -> bool:
+    return any(r.get("capacity_status") for r in s.rows)
 
 
 def write_csv(s: Summary, path: Path) -> None:
@@ -28,7 +152,7 @@ def write_csv(s: Summary, path: Path) -> None:
     head = ["cell", "server", "transport", "runs_ok", "runs_failed"]
     for m in metrics:
         head += [
-            f"{m}_median",
+            f"{m}_center",
             f"{m}_ci_lo",
             f"{m}_ci_hi",
             f"{m}_ratio",
@@ -36,6 +160,8 @@ def write_csv(s: Summary, path: Path) -> None:
             f"{m}_ratio_ci_hi",
             f"{m}_verdict",
         ]
+        if m in stats.RANKED:
+            head += [f"{m}_p", f"{m}_floor"]
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(head)
@@ -43,11 +169,14 @@ def write_csv(s: Summary, path: Path) -> None:
             line: list[object] = [c.name, c.server, c.transport, c.n_ok, c.n_failed]
             for m in metrics:
                 e, cmp_ = c.est[m], c.vs_base.get(m)
-                line += [_n(e.median), _n(e.lo), _n(e.hi)]
+                line += [_n(e.center), _n(e.lo), _n(e.hi)]
                 if cmp_ is None:
                     line += ["", "", "", ""]
                 else:
                     line += [_n(cmp_.ratio), _n(cmp_.lo), _n(cmp_.hi), cmp_.verdict]
+                if m in stats.RANKED:
+                    p = cmp_.p if cmp_ is not None and c.name != s.baseline else None
+                    line += [_n(p), _n(s.floors.get(m))]
             w.writerow(line)
 
 
@@ -55,9 +184,8 @@ def _n(v: float | None) -> object:
     return "" if v is None else f"{v:.6g}"
 
 
-def short_columns(s: Summary) -> list[str]:
-    present = set(s.present_metrics())
-    return [m for m in SHORT if m in present]
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def markdown(s: Summary) -> str:
@@ -66,26 +194,50 @@ def markdown(s: Summary) -> str:
     out = [f"# {meta.get('experiment', '?')}", ""]
     if meta.get("description"):
         out += [meta["description"], ""]
+    out += [f"- **{label}**: {text}" for label, text in header(s)]
+    out.append("")
     mach = meta.get("machine") or {}
     out += [
-        f"- started {meta.get('started_at', '?')}, {meta.get('repeats', '?')} repeats, "
-        f"{meta.get('warmup_s', '?')} s warm-up discarded, server figures by {meta.get('source', 'scrape')}",
-        f"- machine: {mach.get('cpus', '?')} CPUs, {mach.get('platform', '?')}",
-        f"- baseline: `{s.baseline}`; ratios are cell / baseline with a 95% bootstrap CI",
+        f"Started {meta.get('started_at', '?')}, {meta.get('repeats', '?')} repeats interleaved, "
+        f"{meta.get('warmup_s', '?')} s warm-up discarded, server figures by {meta.get('source', 'scrape')}; "
+        f"machine: {mach.get('cpus', '?')} CPUs, {mach.get('platform', '?')}; baseline: `{s.baseline}`.",
         "",
     ]
     if meta.get("interrupted"):
-        out += ["**Interrupted**: the sweep was stopped; the table holds what was measured.", ""]
-    out += ["Medians across repeats, [95% bootstrap CI] where there are at least 3 repeats.", ""]
-    titles = [stats.METRIC_INFO[m][1] for m in cols]
-    out.append("| cell | runs | " + " | ".join(titles) + " | QPS vs baseline | P95 vs baseline |")
-    out.append("|" + "---|" * (len(cols) + 4))
-    for c in s.ranked():
+        out += ["**Interrupted**: the sweep was stopped; the tables hold what was measured.", ""]
+
+    out += [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
+    if s.verdicts:
+        out.append("| " + " | ".join(VERDICT_HEAD) + " |")
+        out.append("|---|---|" + "---:|" * 2 + "---|" + "---:|" * 2)
+        for v in s.verdicts:
+            row = verdict_row(s, v)
+            row[0] = f"`{v.cell}`" + aa_mark(s, v.cell)
+            if v.comparison.verdict in (stats.BETTER, stats.WORSE):
+                row[4] = f"**{row[4]}**"
+            out.append("| " + " | ".join(_md(x) for x in row) + " |")
+    else:
+        out.append("No comparisons: the run has one configuration, or no cell measured a metric that gets verdicts.")
+    out.append("")
+
+    out += [
+        f"## Ranking by {title(s.rank_metric)}",
+        "",
+        "Geometric means across repeats, [95% t-interval] where there are at least "
+        f"{stats.MIN_REPEATS} repeats; *vs baseline* repeats the ratio, CI and verdict of the table above.",
+        "",
+    ]
+    cap = has_capacity(s)
+    titles = [title(m) for m in cols]
+    head = ["#", "configuration", "runs", titles[0], "vs baseline", *titles[1:]] + (["capacity search"] if cap else [])
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|---|---|---|" + "---:|" * (len(cols) + 1) + ("---|" if cap else ""))
+    for i, c in enumerate(s.ranked(), 1):
         runs = f"{c.n_ok}" + (f" ({c.n_failed} failed)" if c.n_failed else "")
         vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2]) for m in cols]
-        q = fmt.comparison(c.vs_base.get("client_qps")) if c.name != s.baseline else "baseline"
-        p = fmt.comparison(c.vs_base.get("client_p95_s")) if c.name != s.baseline else "baseline"
-        out.append(f"| `{c.name}` | {runs} | " + " | ".join(vals) + f" | {q} | {p} |")
+        vs = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
+        row = [str(i), f"`{c.name}`", runs, vals[0], vs, *vals[1:]] + ([capacity_text(s, c)] if cap else [])
+        out.append("| " + " | ".join(row) + " |")
     out.append("")
     notes = []
     for c in s.cells:
@@ -95,10 +247,4 @@ def markdown(s: Summary) -> str:
             notes.append(f"- `{c.name}`: {w}")
     if notes:
         out += ["## Failures and warnings", "", *notes, ""]
-    out += [
-        "Verdicts: *better*/*worse* when the ratio's 95% CI excludes 1, *~ (n.s.)* otherwise; *(no CI)* with "
-        "fewer than 3 repeats. With 3-5 repeats the bootstrap interval of a median is close to the sample's "
-        "range, whose true coverage is only 75-94%.",
-        "",
-    ]
     return "\n".join(out)

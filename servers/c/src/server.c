@@ -442,12 +442,17 @@ static void *loop_main(void *arg) {
         mem_thread_flush();
         int n = epoll_wait(lp->epfd, evs, LOOP_MAX_EVENTS, LOOP_TICK_MS);
         if (n < 0 && errno != EINTR) break;
+        /* Each conn in evs[] was registered, so alive, when epoll_wait returned, and appears there once.
+         * While the batch is handled nothing may free a conn but its own event (under the reference taken
+         * below). Completed calls (loop_take_incoming) can drop a closed conn's last reference, so they
+         * are taken after the batch, never on the eventfd's event in the middle of it: a conn freed there
+         * could still have an entry later in evs[] (a use after free; with glibc, "double free or
+         * corruption" in conn_close). */
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == NULL) {
                 uint64_t v;
                 ssize_t r = read(lp->evfd, &v, sizeof v);
                 (void)r;
-                loop_take_incoming(lp);
                 continue;
             }
             conn *c = evs[i].data.ptr;

@@ -1,0 +1,98 @@
+"""The capacity search's steps against a model server whose P99 grows with the offered rate, and the
+--until-ci stopping rule on recorded-looking rows. (tests/runner/test_fidelity.py runs both for real.)"""
+
+from __future__ import annotations
+
+from xferbench import capacity
+from xferbench.runner import UntilCI, _more_rounds, ci_half_width
+from xferbench.stats import compare
+
+
+def _model(limit: float, gen_limit: float = 1e9):
+    """P99 of an M/M/1-like server: 5 ms at no load, growing without bound towards `limit` req/s."""
+    calls: list[float] = []
+
+    def measure(rate: float) -> capacity.Step:
+        calls.append(rate)
+        util = min(rate / limit, 0.999)
+        achieved = min(rate, limit, gen_limit)
+        return capacity.Step(rate, achieved, 0.005 / (1 - util), 0.0, 0.95 * rate / gen_limit)
+
+    return measure, calls
+
+
+def test_search_brackets_the_capacity_within_the_precision() -> None:
+    measure, calls = _model(limit=1000)
+    res = capacity.search(measure, 100, slo_p99_s=0.05, slo_failures=0.01, gen_saturated_cores=0.9)
+    # P99 <= 50 ms while util <= 0.9: the true capacity is 900 req/s.
+    assert res.status == capacity.FOUND
+    assert 900 / 1.1 <= res.capacity_rps <= 900
+    assert calls[:4] == [100, 200, 400, 800]  # doubling until the first miss
+    assert res.best is not None and res.best.rate == res.capacity_rps and res.best.ok
+    assert all(("P99" in s.why) != s.ok for s in res.steps)
+
+
+def test_a_stricter_slo_finds_less() -> None:
+    strict = capacity.search(_model(1000)[0], 100, 0.01, 0.01, 0.9)
+    loose = capacity.search(_model(1000)[0], 100, 0.1, 0.01, 0.9)
+    assert strict.capacity_rps < loose.capacity_rps
+
+
+def test_search_halves_when_the_first_step_already_misses() -> None:
+    res = capacity.search(_model(limit=50)[0], 400, 0.05, 0.01, 0.9)
+    assert res.status == capacity.FOUND and res.capacity_rps <= 45
+    assert [s.rate for s in res.steps][:3] == [400, 200, 100]
+
+
+def test_search_gives_up_when_nothing_meets_the_slo() -> None:
+    res = capacity.search(_model(limit=1000)[0], 100, slo_p99_s=0.001, slo_failures=0.01, gen_saturated_cores=0.9)
+    assert res.status == capacity.NONE_PASSED and res.capacity_rps is None and res.best is None
+
+
+def test_search_stops_when_the_generator_saturates_first() -> None:
+    measure, calls = _model(limit=100_000, gen_limit=1000)
+    res = capacity.search(measure, 200, 0.05, 0.01, 0.9)
+    assert res.status == capacity.GENERATOR_BOUND
+    assert "saturated" in res.steps[-1].why
+    assert res.capacity_rps == 800  # the last rate that passed before the generator, not the server, gave out
+    assert calls == [200, 400, 800, 1600]
+
+
+def test_an_open_loop_that_falls_behind_fails_its_step() -> None:
+    step = capacity.judge(capacity.Step(1000, 800, 0.001, 0.0, 0.2), 0.05, 0.01)
+    assert not step.ok and "achieved 800 of 1000" in step.why
+
+
+def _rows(values: dict[str, list[float]]) -> list[dict]:
+    return [
+        {"cell": cell, "server": "xferd-c", "transport": "frame", "status": "ok", "repeat": r + 1,
+         "pair": f"r{r + 1}", "server_cpu_per_request_s": v}
+        for cell, vs in values.items()
+        for r, v in enumerate(vs)
+    ]
+
+
+OPEN = {"load": {"mode": "open"}}
+META = {"baseline": "a", "cells": ["a", "b"], "cell_configs": {"a": OPEN, "b": OPEN}}
+
+
+def test_until_ci_adds_rounds_while_the_interval_is_wide_and_time_is_left() -> None:
+    wide = _rows({"a": [1.0, 1.2, 0.9], "b": [1.1, 0.9, 1.2]})
+    meta = dict(META)
+    assert _more_rounds(meta, wide, UntilCI(0.05, budget_s=600), repeat=4, elapsed_s=60)
+    assert _more_rounds(meta, wide, UntilCI(0.05, budget_s=70), repeat=4, elapsed_s=60) is False
+    assert meta["until_ci"]["met"] is False and "budget" in meta["until_ci"]["why"]
+
+
+def test_until_ci_stops_once_every_ranked_interval_is_narrow() -> None:
+    narrow = _rows({"a": [1.0, 1.1, 0.9], "b": [1.1, 1.21, 0.99]})  # b = 1.1 x a in every round
+    meta = dict(META)
+    assert _more_rounds(meta, narrow, UntilCI(0.05, budget_s=600), repeat=4, elapsed_s=60) is False
+    assert meta["until_ci"]["met"] is True and meta["until_ci"]["widest"] < 0.05
+
+
+def test_ci_half_width_reads_a_ratio_interval_on_the_log_scale() -> None:
+    c = compare([1.0, 1.1, 0.9, 1.05], [1.1, 1.2, 1.0, 1.12], paired=True)
+    w = ci_half_width(c)
+    assert w is not None and 0 < w < 0.1
+    assert abs((1 + w) ** 2 - c.hi / c.lo) < 1e-9
