@@ -61,11 +61,6 @@ def _ok(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
-def median(xs: Sequence[float | None]) -> float | None:
-    a = _clean(xs)
-    return float(np.median(a)) if a.size else None
-
-
 def _tq(level: float, df: float) -> float:
     return float(sps.t.ppf(0.5 + level / 2, df))
 

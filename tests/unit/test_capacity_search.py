@@ -96,3 +96,14 @@ def test_ci_half_width_reads_a_ratio_interval_on_the_log_scale() -> None:
     w = ci_half_width(c)
     assert w is not None and 0 < w < 0.1
     assert abs((1 + w) ** 2 - c.hi / c.lo) < 1e-9
+
+
+def test_the_report_header_says_whether_until_ci_met_its_target() -> None:
+    from xferbench.report import tables
+    from xferbench.report.summary import summarize
+
+    wide = _rows({"a": [1.0, 1.2, 0.9], "b": [1.1, 0.9, 1.2]})
+    meta = dict(META)
+    assert _more_rounds(meta, wide, UntilCI(0.05, budget_s=70), repeat=4, elapsed_s=60) is False
+    lines = dict(tables.header(summarize(meta, wide)))
+    assert lines["Until CI"].startswith("target ±5% on server CPU per request: not met after 3 rounds")

@@ -98,6 +98,16 @@ def header(s: Summary) -> list[tuple[str, str]]:
     aa = aa_text(s)
     if aa is not None:
         lines.append(("A/A", aa))
+    until = s.meta.get("until_ci")
+    if until:
+        widest = until.get("widest")
+        lines.append((
+            "Until CI",
+            f"target ±{until['target'] * 100:g}% on {title(until['metric'])}: "
+            + ("met" if until.get("met") else "not met")
+            + f" after {until['rounds']} rounds ({until['why']})"
+            + (f"; widest interval ±{widest * 100:.1f}%" if widest is not None else ""),
+        ))
     n = n_tested(s)
     n_cells = len({v.cell for v in s.verdicts})
     n_metrics = len({v.metric for v in s.verdicts})
