@@ -260,6 +260,16 @@ class Load:
     slo_p99: float | None = None  # seconds (the file may say "20ms")
     slo_failures: float = 0.01
 
+    @property
+    def rate_per_second(self) -> float | None:
+        """"poisson:200" → 200.0."""
+        return float(self.rate.rpartition(":")[2]) if self.rate else None
+
+    def at_rate(self, per_second: float) -> Load:
+        """This load at another rate, keeping the kind of arrivals (constant or poisson)."""
+        kind = self.rate.partition(":")[0] if self.rate and ":" in self.rate else "constant"
+        return replace(self, rate=f"{kind}:{per_second:.6g}")
+
 
 LOAD_KEYS = tuple(Load.__dataclass_fields__)
 

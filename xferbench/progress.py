@@ -39,11 +39,13 @@ class RichProgress:
         self.started = 0.0
         self.done = 0
         self.est_per_run: dict[int, float] = {}
+        self.warmup_s = 0.0
         self.runs: list[Run] = []
 
     def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None:
         self.runs = runs
-        self.est_per_run = {r.order: exp.warmup_s + r.cell.load.duration_s + 2.5 for r in runs}
+        self.warmup_s = exp.warmup_s
+        self.est_per_run = {r.order: self._estimate(r) for r in runs}
         self.started = time.monotonic()
         self.console.print(
             f"[bold]xferbench[/] {exp.name}: {len(exp.cells)} cells x {exp.repeats} repeats = {len(runs)} runs → {run_dir}"
@@ -57,10 +59,12 @@ class RichProgress:
     def add_runs(self, runs: list[Run]) -> None:
         """Another round (--until-ci): the bar's total grows."""
         self.runs += runs
-        for r in runs:
-            self.est_per_run[r.order] = self.est_per_run.get(0, 10.0)
+        self.est_per_run.update({r.order: self._estimate(r) for r in runs})
         if self.task is not None:
             self.bar.update(self.task, total=len(self.runs), left=self._left())
+
+    def _estimate(self, run: Run) -> float:
+        return self.warmup_s + run.cell.load.duration_s + 2.5
 
     def _left(self, in_run_s: float = 0.0) -> str:
         if self.done:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
+import itertools
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import platform
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,9 @@ import psutil
 
 from xferbench import capacity, figures
 from xferbench.experiment import Experiment, Load, slug
-from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units
+from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
+from xferbench.report.summary import summarize
 from xferbench.scrape import Snapshot, scrape
 from xferbench.sources import MetricsSource, ScrapeSource
 
@@ -129,14 +131,11 @@ def sweep(
     rows: list[dict[str, Any]] = []
     interrupted = False
     old = _install_sigterm()
-    planned = [run for r in range(1, exp.repeats + 1) for run in round_runs(exp, r)]
-    progress.start_sweep(exp, planned, run_dir)
+    progress.start_sweep(exp, schedule(exp), run_dir)
     started = time.monotonic()
     try:
         with open(run_dir / "runs.jsonl", "w", encoding="utf-8") as out:
-            repeat = 0
-            while True:
-                repeat += 1
+            for repeat in itertools.count(1):
                 if repeat > exp.repeats:
                     more = _more_rounds(meta, rows, until_ci, repeat, time.monotonic() - started)
                     if not more:
@@ -234,8 +233,6 @@ def _more_rounds(meta: dict[str, Any], rows: list[dict[str, Any]], until: UntilC
     """Whether --until-ci wants another round; records the answer and why in meta["until_ci"]."""
     if until is None:
         return False
-    from xferbench.report.summary import summarize
-
     s = summarize(meta, rows)
     widths = [ci_half_width(v.comparison) for v in s.verdicts if v.metric == s.rank_metric]
     widest = max((w for w in widths if w is not None), default=None)
@@ -480,28 +477,25 @@ def _capacity(ctx: _Cell, row: dict[str, Any]) -> None:
     """Capacity mode: one load phase per step of the search, on the one server; the row carries the
     capacity, every step, and the figures of the best passing step (its cost per request at capacity)."""
     load = ctx.run.cell.load
-    rate0 = Rate(load.rate or "")
     k = 0
 
     def measure(rate: float) -> capacity.Step:
         nonlocal k
         k += 1
-        step_load = replace(load, rate=rate0.at(rate))
-        fig = _load_phase(ctx, step_load, f"{ctx.stem}.step{k}", row, search_step=True)
+        fig = _load_phase(ctx, load.at_rate(rate), f"{ctx.stem}.step{k}", row, search_step=True)
         return capacity.Step(
             rate, fig.get("client_qps"), fig.get("client_p99_s"), fig.get("client_failure_rate"),
             fig.get("gen_cpu_cores"), figures=fig,
         )
 
     res = capacity.search(
-        measure, rate0.per_second, load.slo_p99 or 0.0, load.slo_failures, figures.GEN_SATURATED_CORES
+        measure, load.rate_per_second or 0.0, load.slo_p99 or 0.0, load.slo_failures, figures.GEN_SATURATED_CORES
     )
     row["capacity_status"] = res.status
     row["capacity_steps"] = [s.to_json() for s in res.steps]
     best = res.best
     if best is not None:
-        row.update(best.figures)
-        row["timeseries"] = best.figures.get("timeseries")
+        row.update(best.figures)  # its timeseries too
     row["capacity_rps"] = res.capacity_rps
     if res.status == capacity.GENERATOR_BOUND:
         row["warnings"].append(
@@ -510,24 +504,6 @@ def _capacity(ctx: _Cell, row: dict[str, Any]) -> None:
         )
     elif res.status != capacity.FOUND:
         row["warnings"].append(f"capacity search: {res.status}")
-
-
-@dataclass(frozen=True)
-class Rate:
-    """An experiment's rate text ("200", "constant:200", "poisson:200") split into kind and value."""
-
-    text: str
-
-    @property
-    def kind(self) -> str:
-        return self.text.partition(":")[0] if ":" in self.text else "constant"
-
-    @property
-    def per_second(self) -> float:
-        return float(self.text.rpartition(":")[2])
-
-    def at(self, per_second: float) -> str:
-        return f"{self.kind}:{per_second:.6g}"
 
 
 def _warnings(row: dict[str, Any], cell) -> None:
@@ -541,7 +517,7 @@ def _warnings(row: dict[str, Any], cell) -> None:
     if row.get("client_failures"):
         w.append(f"{int(row['client_failures'])} failed requests")
     if cell.load.mode == "open" and row.get("client_qps") is not None:
-        offered = Rate(cell.load.rate or "").per_second
+        offered = cell.load.rate_per_second or 0.0
         if row["client_qps"] < UNDERSERVED * offered:
             w.append(
                 f"offered {offered:g} req/s but {row['client_qps']:.1f} were served: the server or the generator fell "

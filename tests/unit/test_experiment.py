@@ -28,6 +28,16 @@ def parse(text: str) -> xe.Experiment:
     return xe.parse(tomllib.loads(text), "t.toml", "t")
 
 
+def refused(text: str, needles: list[str]) -> None:
+    """The experiment is refused with a message that names the file and contains every needle."""
+    with pytest.raises(xe.ExperimentError) as ei:
+        parse(text)
+    msg = str(ei.value)
+    assert msg.startswith("t.toml: ")
+    for n in needles:
+        assert n in msg, msg
+
+
 @pytest.mark.parametrize("path", xe.shipped(), ids=lambda p: p.stem)
 def test_shipped_experiments_are_valid(path) -> None:
     e = xe.load_file(path)
@@ -119,12 +129,7 @@ def test_quick_override() -> None:
     ],
 )
 def test_schema_errors_name_field_and_allowed(text: str, needles: list[str]) -> None:
-    with pytest.raises(xe.ExperimentError) as ei:
-        parse(text)
-    msg = str(ei.value)
-    assert msg.startswith("t.toml: ")
-    for n in needles:
-        assert n in msg, msg
+    refused(text, needles)
 
 
 def test_bad_toml_and_missing_file(tmp_path) -> None:
@@ -274,12 +279,7 @@ def test_manual_and_no_pinning(cpus) -> None:
 )
 def test_pinning_errors(cpus, pinning: str, needles: list[str]) -> None:
     cpus(0, 1, 2, 3)
-    with pytest.raises(xe.ExperimentError) as ei:
-        parse(f"[pinning]\n{pinning}\n" + GO)
-    msg = str(ei.value)
-    assert msg.startswith("t.toml: ")
-    for n in needles:
-        assert n in msg, msg
+    refused(f"[pinning]\n{pinning}\n" + GO, needles)
 
 
 # --- [load] mode --------------------------------------------------------------------------------------
@@ -324,12 +324,7 @@ def test_load_mode_axis_names_cells() -> None:
     ],
 )
 def test_load_mode_errors_name_the_field(load: str, needles: list[str]) -> None:
-    with pytest.raises(xe.ExperimentError) as ei:
-        parse(f"[load]\n{load}\n" + GO)
-    msg = str(ei.value)
-    assert msg.startswith("t.toml: ")
-    for n in needles:
-        assert n in msg, msg
+    refused(f"[load]\n{load}\n" + GO, needles)
 
 
 def test_load_mode_error_in_a_group_names_the_group() -> None:

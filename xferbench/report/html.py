@@ -113,10 +113,7 @@ def _header(s: Summary) -> str:
 
 def _verdicts(s: Summary) -> str:
     if not s.verdicts:
-        return (
-            "<p class='note'>No comparisons: the run has one configuration, or no cell measured a metric that "
-            "gets verdicts.</p>"
-        )
+        return f"<p class='note'>{h.escape(tables.NO_VERDICTS.capitalize())}.</p>"
     rows = []
     for v in s.verdicts:
         t = [h.escape(x) for x in tables.verdict_row(s, v)]

@@ -155,14 +155,14 @@ def rank_metric(meta: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, 
     return "client_qps", "closed loop, load generator below saturation"
 
 
-def summarize(meta: dict[str, Any], rows: list[dict[str, Any]], alpha: float | None = None) -> Summary:
+def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
     cells = _cells(meta, rows)
     order = list(cells)
     baseline = meta.get("baseline") or (order[0] if order else "")
     if baseline not in cells and order:
         baseline = order[0]
     metric, reason = rank_metric(meta, rows)
-    alpha = alpha if alpha is not None else float(meta.get("alpha", stats.ALPHA))
+    alpha = float(meta.get("alpha", stats.ALPHA))
     s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha)
     base = cells.get(baseline)
     if base is None:

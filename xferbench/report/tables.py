@@ -37,6 +37,8 @@ METHOD = (
     "called better or worse."
 )
 
+NO_VERDICTS = "no comparisons: the run has one configuration, or no cell measured a metric that gets verdicts"
+
 VERDICT_HEAD = ("configuration", "metric", "ratio (cell / baseline)", "95% CI", "verdict", "noise floor", "p (Holm)")
 
 
@@ -116,10 +118,7 @@ def header(s: Summary) -> list[tuple[str, str]]:
         f"{n} comparisons ({n_cells} configurations x {n_metrics} metrics against the baseline {s.baseline})"
     )
     if not s.verdicts:
-        verdicts = (
-            f"alpha = {s.alpha:g}; no comparisons: the run has one configuration, or no cell measured a metric "
-            "that gets verdicts"
-        )
+        verdicts = f"alpha = {s.alpha:g}; {NO_VERDICTS}"
     elif len(s.verdicts) > n:
         k = len(s.verdicts) - n
         verdicts += f"; {k} without an interval (no data, too few repeats) {'is' if k == 1 else 'are'} listed, untested"
@@ -227,7 +226,7 @@ def markdown(s: Summary) -> str:
                 row[4] = f"**{row[4]}**"
             out.append("| " + " | ".join(_md(x) for x in row) + " |")
     else:
-        out.append("No comparisons: the run has one configuration, or no cell measured a metric that gets verdicts.")
+        out.append(NO_VERDICTS.capitalize() + ".")
     out.append("")
 
     out += [
