@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"xferbench/servers/go/internal/testvec"
 )
 
 func TestErrorStringAndStatus(t *testing.T) {
@@ -39,5 +41,21 @@ func TestCodeOf(t *testing.T) {
 	}
 	if got := CodeOfString("rpc: whatever"); got != Internal {
 		t.Errorf("CodeOfString(rpc:) = %v", got)
+	}
+}
+
+func TestQuoteVectors(t *testing.T) {
+	lines := testvec.Lines(t, "quote.vectors")
+	if len(lines) == 0 {
+		t.Fatal("no quote vectors")
+	}
+	for _, v := range lines {
+		in := string(testvec.Hex(t, v[0]))
+		if got := Quote(in); got != v[1] {
+			t.Errorf("Quote(%x) = %s, want %s", in, got, v[1])
+		}
+		if got := New(NotFound, "file %q not found", in).Msg; got != "file "+v[1]+" not found" {
+			t.Errorf("New with %%q of %x = %s", in, got)
+		}
 	}
 }
