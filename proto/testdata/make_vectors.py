@@ -186,6 +186,7 @@ def header_vectors() -> list[str]:
         (method_field(echo) + seq_field(1) + b"\x80\x80\x80\x80\x10\x00", bad),  # field number 2^29, over the maximum
         (seq_field(1) + seq_field(7) + method_field(b"Xfer.Nope") + method_field(echo), ""),  # last wins
         (method_field(echo) + seq_field(5) + b"\x10\x00", bad),          # last seq is 0
+        (method_field(b"\xff") + method_field(echo) + seq_field(1), bad),  # an earlier method not UTF-8
         (method_field(b"Xfer.\xff") + seq_field(1), bad),                # not UTF-8
         (method_field(b"Xfer.\xed\xa0\x80") + seq_field(1), bad),        # a surrogate is not UTF-8
         (method_field(b"Xfer.\xc0\x80") + seq_field(1), bad),            # overlong NUL

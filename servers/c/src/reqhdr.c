@@ -24,7 +24,7 @@ static int take_field(const uint8_t **p, const uint8_t *end, reqhdr *out) {
         out->method = (const char *)*p; /* a repeated field: the last one wins */
         out->method_len = (size_t)n;
         *p += n;
-        return 0;
+        return utf8_valid(out->method, out->method_len) ? 0 : -1; /* but every one must be UTF-8 */
     }
     if (num == FIELD_SEQ) return type == PB_WIRE_VARINT ? pbwire_varint(p, end, &out->seq) : -1;
     return pbwire_skip(p, end, type); /* unknown fields are skipped, as proto3 requires */
@@ -37,7 +37,6 @@ const char *reqhdr_decode(const uint8_t *h, size_t len, reqhdr *out) {
     out->seq = 0;
     while (p < end)
         if (take_field(&p, end, out) != 0) return malformed;
-    if (!utf8_valid(out->method, out->method_len)) return malformed;
     return out->seq == 0 ? seq_zero : NULL;
 }
 

@@ -2,7 +2,9 @@ package errs
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -58,4 +60,26 @@ func TestQuoteVectors(t *testing.T) {
 			t.Errorf("New with %%q of %x = %s", in, got)
 		}
 	}
+}
+
+// FuzzQuote holds Quote to the promises of PROTOCOL.md "Quoting" for any
+// subject: valid UTF-8, bounded, "..." exactly when bytes were left out.
+func FuzzQuote(f *testing.F) {
+	for _, v := range testvec.Lines(f, "quote.vectors") {
+		f.Add(testvec.Hex(f, v[0]))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		q := Quote(string(in))
+		if !utf8.ValidString(q) || len(q) > 2+4*QuoteMax+3 {
+			t.Fatalf("Quote(%x) = %q: not UTF-8 or too long", in, q)
+		}
+		// At most QuoteMax bytes are quoted, and a subject that fits is whole.
+		want := `"`
+		if len(in) > QuoteMax {
+			want = `"...`
+		}
+		if !strings.HasPrefix(q, `"`) || !strings.HasSuffix(q, want) {
+			t.Fatalf("Quote(%x) = %q: want it to end with %s", in, q, want)
+		}
+	})
 }

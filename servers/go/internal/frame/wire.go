@@ -110,13 +110,17 @@ func DecodeRequestHeader(b []byte) (method string, seq uint64, err error) {
 		case num == fieldMethod && typ != protowire.BytesType, num == fieldSeq && typ != protowire.VarintType:
 			return -1
 		case num == fieldMethod:
-			return takeBytes(typ, v, &m)
+			n := takeBytes(typ, v, &m)
+			if n >= 0 && !utf8.Valid(m) {
+				return -1 // every occurrence must be UTF-8, not only the last that wins
+			}
+			return n
 		case num == fieldSeq:
 			return takeVarint(typ, v, &seq)
 		}
 		return skipField
 	})
-	if err != nil || !utf8.Valid(m) {
+	if err != nil {
 		return "", 0, ErrMalformedHeader
 	}
 	if seq == 0 {
