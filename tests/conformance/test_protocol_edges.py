@@ -166,13 +166,29 @@ def test_not_found_quotes_per_spec(conn: RawConn, name: bytes, quoted: str) -> N
     assert r.error == f"not_found: file {quoted} not found"
 
 
-@pytest.mark.parametrize("method", ["Xfer.Stat", "Xfer.Read", "Xfer.UploadBegin"])
-def test_non_utf8_name_is_invalid_argument(conn: RawConn, method: str) -> None:
-    body = field_bytes(1, b"bad\xff") + (field_varint(3, 10) if method == "Xfer.Read" else b"")
-    if method == "Xfer.UploadBegin":
-        body += field_varint(2, 10) + field_varint(3, 1024)
-    r = conn.call(method, body)
-    assert r.code == "invalid_argument", r.error
+@pytest.mark.parametrize(("method", "rest", "type_name"), [
+    ("Xfer.Stat", b"", "StatRequest"),
+    ("Xfer.Read", field_varint(3, 10), "ReadRequest"),
+    ("Xfer.UploadBegin", field_varint(2, 10) + field_varint(3, 1024), "UploadBeginRequest"),
+])
+def test_non_utf8_name_is_a_malformed_body(conn: RawConn, method: str, rest: bytes, type_name: str) -> None:
+    """A proto3 string must be UTF-8: the body does not decode, in both servers alike."""
+    r = conn.call(method, field_bytes(1, b"bad\xff") + rest)
+    assert r.error == f"invalid_argument: malformed {type_name} body"
+
+
+@pytest.mark.parametrize(("method", "body"), [
+    ("Xfer.Stat", field_bytes(1, b"gen:" + b"\x01" * 251)),
+    ("Xfer.Stat", field_bytes(1, b"\x01" * 255)),
+    ("Xfer.Stat", field_bytes(1, b"\x01" * 256)),
+    ("Xfer.UploadBegin", field_bytes(1, b"gen:\x01" + b"\x7f" * 250) + field_varint(2, 10) + field_varint(3, 1024)),
+    ("Xfer.Read", field_bytes(1, b"gen:100:1\x01" + b"\x01" * 200) + field_varint(2, (1 << 64) - 1) + field_varint(3, 10)),
+], ids=["gen-name", "name-255", "name-256", "reserved", "read"])
+def test_longest_errors_fit_the_header_bound(conn: RawConn, method: str, body: bytes) -> None:
+    conn.request(method, body, seq=(1 << 64) - 1)
+    assert header_len_of_next(conn) <= HEADER_BOUND
+    r = conn.response()
+    assert r.seq == (1 << 64) - 1 and r.code in ("invalid_argument", "not_found") and r.error.count('"') == 2, r.error
 
 
 def test_nul_in_name_is_invalid_argument(conn: RawConn) -> None:
