@@ -1,6 +1,6 @@
 /* reqhdr: the request header (PROTOCOL.md "Request headers"), decoded by the spec's one definition of a
- * valid RequestHeader rather than by protobuf-c, which differs from it (a C string stops at a NUL, the
- * wrong wire type for a field is an error in protobuf-c but skipped by proto3, UTF-8 is not checked). */
+ * valid RequestHeader rather than by protobuf-c, whose char* method stops at a NUL and is not checked for
+ * UTF-8. xferd-go's frame/wire.go implements the same definition; headers.vectors holds both to it. */
 #ifndef XFERD_REQHDR_H
 #define XFERD_REQHDR_H
 
