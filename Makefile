@@ -41,8 +41,15 @@ test-asan:
 	$(MAKE) -C servers/c asan
 	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput tests/c/test_shutdown_race.py --ignore=tests/badinput/test_grpc_badinput.py
 
+# Go fuzz targets as package:Target. Each runs GO_FUZZ_SECONDS (bounded, one worker: the machine is shared);
+# an input that fails is written by go test to that package's testdata/fuzz/<Target>/, where it stays a seed.
+GO_FUZZ := internal/frame:FuzzParseFrame internal/frame:FuzzDecodeUploadChunk internal/errs:FuzzQuote
+GO_FUZZ_SECONDS ?= 15
+
 fuzz:
 	$(MAKE) -C servers/c fuzz-run
+	cd servers/go && for t in $(GO_FUZZ); do \
+	  go test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(GO_FUZZ_SECONDS)s -parallel=1 ./$${t%%:*}; done
 
 test: build lint test-go test-c fuzz test-asan test-py
 

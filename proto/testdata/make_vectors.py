@@ -1,4 +1,5 @@
-"""Writes gen.vectors, frames.vectors and bodies.vectors (PROTOCOL.md, "Test vectors").
+"""Writes gen.vectors, frames.vectors, bodies.vectors, headers.vectors and quote.vectors (PROTOCOL.md,
+"Test vectors").
 
 Run from the repository root: .venv/bin/python proto/testdata/make_vectors.py [OUT_DIR]
 The committed files are the contract; rerunning must give no diff (a test checks it).
@@ -86,12 +87,133 @@ def frame_vectors() -> list[str]:
     return rows
 
 
+QUOTE_MAX = 64  # bytes of a subject that an error quotes (PROTOCOL.md "Quoting")
+
+
+def utf8_len(b: bytes, i: int) -> int:
+    """Length of the valid UTF-8 character at b[i], or 0 when b[i] does not start one."""
+    c = b[i]
+    if c < 0x80:
+        return 1
+    need = 2 if 0xC2 <= c <= 0xDF else 3 if 0xE0 <= c <= 0xEF else 4 if 0xF0 <= c <= 0xF4 else 0
+    if not need or i + need > len(b):
+        return 0
+    try:
+        b[i:i + need].decode("utf-8")  # rejects overlongs, surrogates and code points over U+10FFFF
+    except UnicodeDecodeError:
+        return 0
+    return need
+
+
+def quote(b: bytes) -> str:
+    """The reference of PROTOCOL.md "Quoting"; the servers' quoting must give the same strings."""
+    out, i = [], 0
+    while i < len(b):
+        k = utf8_len(b, i)
+        if i + max(k, 1) > QUOTE_MAX:
+            break
+        c = b[i]
+        if k > 1:
+            out.append(b[i:i + k].decode("utf-8"))
+        elif k == 1 and c in b'"\\':
+            out.append("\\" + chr(c))
+        elif k == 1 and 0x20 <= c < 0x7F:
+            out.append(chr(c))
+        else:
+            out.append(f"\\x{c:02x}")
+        i += max(k, 1)
+    return '"' + "".join(out) + '"' + ("..." if i < len(b) else "")
+
+
+def quote_vectors() -> list[str]:
+    a = b"a"
+    cases = [
+        b"", b"a.bin", b'a"b\\c', bytes([0, 1, 9, 10, 0x1F, 0x7F]), bytes(range(0x20, 0x7F)),
+        "é日本😀".encode(), b"Xfer.Echo\x00",
+        b"\xff", b"\xfe\x80", b"\xc0\x80", b"\xc1\xbf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80",
+        b"ab\xe6\x97", b"\x80abc", b"\xe0\x80\x80", b"\xf0\x80\x80\x80",
+        a * 64, a * 65, a * 62 + "é".encode(), a * 63 + "é".encode(), a * 61 + "😀".encode(), a * 60 + "😀".encode(),
+        a * 62 + "日".encode() + a, a * 63 + b"\xff" + a, a * 63 + b"\xe6\x97", b"\xff" * 64, b"\xff" * 65,
+        "é".encode() * 300, b'"' * 65, bytes(range(256)),
+    ]
+    return ["# input_hex\tquoted"] + [f"{c.hex() or '-'}\t{quote(c)}" for c in cases]
+
+
+def varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
+def method_field(m: bytes) -> bytes:
+    return b"\x0a" + varint(len(m)) + m
+
+
+def seq_field(s: int) -> bytes:
+    return b"\x10" + varint(s)
+
+
+def header_vectors() -> list[str]:
+    """Request headers a hostile client may send, and what PROTOCOL.md "Request headers" makes of them."""
+    echo = b"Xfer.Echo"
+    bad = "conn_error:invalid_argument"
+    cases: list[tuple[bytes, str]] = [
+        (b"", bad),                                                    # empty: seq absent
+        (method_field(echo), bad),                                     # seq absent
+        (method_field(echo) + b"\x10\x00", bad),                       # seq 0 on the wire
+        (method_field(echo) + seq_field(1), ""),
+        (seq_field(1), ""),                                            # method absent: empty name
+        (method_field(echo) + seq_field(2**64 - 1), ""),               # max seq
+        (method_field(echo) + b"\x10" + b"\xff" * 9 + b"\x02", bad),   # 10-byte varint over 64 bits
+        (method_field(echo) + b"\x10" + b"\x81" + b"\x80" * 9 + b"\x00", bad),  # 11-byte varint
+        (method_field(echo) + b"\x10" + b"\x81\x80\x80\x80\x80\x80\x80\x80\x80\x00", ""),  # 10 bytes, non-minimal 1
+        (method_field(echo) + b"\x10\x80", bad),                       # truncated varint
+        (b"\x0a\x05Xfe", bad),                                         # length past the header
+        (b"\x08\x01" + seq_field(1), bad),                             # method as a varint
+        (b"\x0d\x00\x00\x00\x00" + seq_field(1), bad),                 # method as fixed32
+        (b"\x09" + b"\x00" * 8 + seq_field(1), bad),                    # method as fixed64
+        (method_field(echo) + b"\x12\x01\x01", bad),                    # seq as bytes
+        (method_field(echo) + b"\x15\x01\x00\x00\x00", bad),            # seq as fixed32
+        (method_field(echo) + seq_field(1) + b"\x18\x07", ""),         # unknown varint skipped
+        (method_field(echo) + seq_field(1) + b"\x22\x02hi", ""),       # unknown bytes skipped
+        (method_field(echo) + seq_field(1) + b"\x7d\x01\x02\x03\x04", ""),  # unknown fixed32 (field 15)
+        (method_field(echo) + seq_field(1) + b"\xf9\x01" + b"\x00" * 8, ""),  # unknown fixed64 (field 31)
+        (method_field(echo) + seq_field(1) + b"\x1b\x1c", bad),        # group wire types
+        (method_field(echo) + seq_field(1) + b"\x1e", bad),             # wire type 6
+        (b"\x00\x00" + method_field(echo) + seq_field(1), bad),        # field number 0
+        (method_field(echo) + seq_field(1) + b"\x80\x80\x80\x80\x10\x00", bad),  # field number 2^29, over the maximum
+        (seq_field(1) + seq_field(7) + method_field(b"Xfer.Nope") + method_field(echo), ""),  # last wins
+        (method_field(echo) + seq_field(5) + b"\x10\x00", bad),          # last seq is 0
+        (method_field(b"\xff") + method_field(echo) + seq_field(1), bad),  # an earlier method not UTF-8
+        (method_field(b"Xfer.\xff") + seq_field(1), bad),                # not UTF-8
+        (method_field(b"Xfer.\xed\xa0\x80") + seq_field(1), bad),        # a surrogate is not UTF-8
+        (method_field(b"Xfer.\xc0\x80") + seq_field(1), bad),            # overlong NUL
+        (method_field(echo + b"\x00") + seq_field(1), "call_error:invalid_argument"),
+        (method_field(b"\x00") + seq_field(3), "call_error:invalid_argument"),
+        (method_field(b"\x00") + b"\x10\x00", bad),                      # seq 0 wins over NUL
+        (method_field(b"Xfer." + b"x" * 1000) + seq_field(9), ""),      # long but valid
+        (method_field("Xfer.日本".encode()) + seq_field(1), ""),
+    ]
+    rows = ["# header_hex\toutcome"]
+    for h, outcome in cases:
+        if not outcome:
+            ref = fr.RequestHeader()
+            ref.ParseFromString(h)
+            outcome = f"ok:{ref.seq}:{ref.method.encode().hex() or '-'}"
+        rows.append(f"{h.hex() or '-'}\t{outcome}")
+    return rows
+
+
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
     (out / "gen.vectors").write_text("\n".join(gen_vectors()) + "\n")
     (out / "frames.vectors").write_text("\n".join(frame_vectors()) + "\n")
     rows = ["# type\tfields\tbody_hex"] + [f"{t}\t{f}\t{b.hex() or '-'}" for t, f, b in body_cases()]
     (out / "bodies.vectors").write_text("\n".join(rows) + "\n")
+    (out / "headers.vectors").write_text("\n".join(header_vectors()) + "\n")
+    (out / "quote.vectors").write_text("\n".join(quote_vectors()) + "\n")
 
 
 if __name__ == "__main__":

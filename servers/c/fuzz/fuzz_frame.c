@@ -1,7 +1,8 @@
-/* libFuzzer target: the frame parser on a byte stream, then for every complete frame the request
- * header decode and the full handler path (protobuf-c body decode, store, response encode) against
- * an in-memory store with small limits and sequential upload ids (so chunk/commit paths are reachable).
- * Every response must itself be one well-formed frame. */
+/* libFuzzer target: the frame parser on a byte stream, then for every complete frame the strict request
+ * header decoder (reqhdr.c) and the full handler path (body check, protobuf-c body decode, store, response
+ * encode) against an in-memory store with small limits and sequential upload ids (so chunk/commit paths are
+ * reachable). Every response must itself be one well-formed frame whose header fits PROTOCOL.md's bound
+ * and whose method and error are valid UTF-8. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +11,13 @@
 #include "handlers.h"
 #include "mem.h"
 #include "store.h"
+#include "utf8.h"
 #include "xfer/v1/frame.pb-c.h"
 
 #define FUZZ_MAX_FRAME (1u << 20)
 #define FUZZ_MAX_FRAMES 64        /* frames handled per input */
 #define FUZZ_STORE_RESET 2000     /* inputs between fresh stores, so memory stays bounded */
+#define RESPONSE_HEADER_BOUND 400 /* PROTOCOL.md "Quoting": the largest response header */
 
 static store *st;
 static handler_ctx hc;
@@ -29,6 +32,16 @@ static void open_store(void) {
     hc.st = st;
     hc.max_file_size = cfg.max_file_size;
     hc.max_chunk = cfg.max_chunk;
+}
+
+/* Aborts unless response frame f (r.len bytes, already parsed) has a header within the bound that decodes. */
+static void check_response_header(const uint8_t *f, size_t len) {
+    frame_parts p;
+    frame_split(f, len, &p);
+    if (p.header_len > RESPONSE_HEADER_BOUND) abort();
+    Xfer__V1__ResponseHeader *rh = xfer__v1__response_header__unpack(NULL, p.header_len, p.header);
+    if (!rh || !utf8_valid(rh->error, strlen(rh->error)) || !utf8_valid(rh->method, strlen(rh->method))) abort();
+    xfer__v1__response_header__free_unpacked(rh, NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -56,19 +69,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pos += total;
         frame_parts p;
         frame_split(frame, total, &p);
-        Xfer__V1__RequestHeader *h = xfer__v1__request_header__unpack(mem_pb_allocator(), p.header_len, p.header);
-        if (!h) {
+        reqhdr h;
+        const char *herr = reqhdr_decode(p.header, p.header_len, &h);
+        if (herr) {
+            if (strncmp(herr, "invalid_argument: ", 18) != 0) abort();
             mem_free(frame);
             break; /* a connection error: the server would close here */
         }
+        if (h.seq == 0 || !utf8_valid(h.method, h.method_len)) abort();
         handler_result r;
-        if (handle_request(&hc, method_lookup(h->method), h->method, h->seq, p.body, p.body_len, &r) == 0) {
+        if (handle_request(&hc, method_lookup(h.method, h.method_len), &h, p.body, p.body_len, &r) == 0) {
             size_t rt;
             xerr re;
             if (frame_parse(r.frame, r.len, UINT32_MAX, &rt, &re) != FRAME_OK || rt != r.len) abort();
+            check_response_header(r.frame, r.len);
             mem_free(r.frame);
         }
-        xfer__v1__request_header__free_unpacked(h, mem_pb_allocator());
         mem_free(frame);
     }
     return 0;

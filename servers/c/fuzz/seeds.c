@@ -1,5 +1,6 @@
 /* Writes a libFuzzer seed corpus from proto/testdata: every request frame and parse input of
- * frames.vectors, and every request body of bodies.vectors wrapped in a frame of its method.
+ * frames.vectors, every request body of bodies.vectors wrapped in a frame of its method, and every header
+ * of headers.vectors wrapped in a frame with an Echo body.
  * Usage: xferd-c-seeds <testdata dir> <corpus dir> */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,23 @@ static void from_bodies(const vec_line *l, void *ctx) {
     free(body);
 }
 
+static void from_headers(const vec_line *l, void *ctx) {
+    (void)ctx;
+    static const uint8_t echo_body[] = {0x0a, 0x02, 'h', 'i'};
+    size_t n;
+    uint8_t *h = vec_hex(l->field[0], &n);
+    uint8_t *f = h ? malloc(FRAME_PREFIX_LEN + n + sizeof echo_body) : NULL;
+    if (f) {
+        frame_put_be32(f, (uint32_t)(FRAME_MIN_LEN + n + sizeof echo_body));
+        frame_put_be32(f + 4, (uint32_t)n);
+        memcpy(f + FRAME_PREFIX_LEN, h, n);
+        memcpy(f + FRAME_PREFIX_LEN + n, echo_body, sizeof echo_body);
+        write_seed("header", f, FRAME_PREFIX_LEN + n + sizeof echo_body);
+    }
+    free(f);
+    free(h);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: xferd-c-seeds <testdata dir> <corpus dir>\n");
@@ -62,7 +80,8 @@ int main(int argc, char **argv) {
     }
     outdir = argv[2];
     if (vec_each(argv[1], "frames.vectors", from_frames, NULL) < 0 ||
-        vec_each(argv[1], "bodies.vectors", from_bodies, NULL) < 0) {
+        vec_each(argv[1], "bodies.vectors", from_bodies, NULL) < 0 ||
+        vec_each(argv[1], "headers.vectors", from_headers, NULL) < 0) {
         fprintf(stderr, "xferd-c-seeds: cannot read vectors in %s\n", argv[1]);
         return 1;
     }

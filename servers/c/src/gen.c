@@ -61,8 +61,8 @@ static int parse_u64(const char *s, size_t n, uint64_t *out) {
 }
 
 int gen_parse_name(const char *name, size_t len, uint64_t max_size, uint64_t *size, uint64_t *seed, xerr *err) {
-    char q[NAME_MAX_BYTES * 4 + 8];
-    xerr_quote(q, sizeof q, name, len > NAME_MAX_BYTES ? NAME_MAX_BYTES : len);
+    char q[XERR_QUOTE_MAX];
+    xerr_quote(q, sizeof q, name, len);
     const char *p = name + (len < 4 ? len : 4), *end = name + len;
     const char *colon = memchr(p, ':', (size_t)(end - p));
     if (len < 4 || !colon) {

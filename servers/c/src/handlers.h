@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reqhdr.h"
 #include "store.h"
 #include "xerr.h"
 
@@ -29,8 +30,8 @@ typedef struct {
     uint32_t max_chunk;
 } handler_ctx;
 
-/* "Xfer.Echo" -> M_ECHO; anything else -> M_UNKNOWN. */
-method_id method_lookup(const char *name);
+/* "Xfer.Echo" -> M_ECHO; anything else -> M_UNKNOWN. Byte for byte over len bytes: a NUL never ends a name. */
+method_id method_lookup(const char *name, size_t len);
 /* The metric label: "Echo", ..., "unknown". */
 const char *method_label(method_id m);
 
@@ -41,9 +42,10 @@ typedef struct {
     uint64_t in_bytes, out_bytes; /* file bytes uploaded / downloaded by this call */
 } handler_result;
 
-/* Handles one call. Returns 0, or -1 when no response could be allocated (out of memory). */
-int handle_request(const handler_ctx *hc, method_id m, const char *method, uint64_t seq, const uint8_t *body,
-                   size_t body_len, handler_result *out);
+/* Handles one call of the valid header h (reqhdr_decode; a NUL in its method is answered here as the call
+ * error). Returns 0, or -1 when no response could be allocated (out of memory). */
+int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const uint8_t *body, size_t body_len,
+                   handler_result *out);
 
 /* Encodes a response frame carrying only an error (seq 0 and method "" for connection errors).
  * Returns the mem_alloc'd frame or NULL. */

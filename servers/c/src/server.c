@@ -50,7 +50,7 @@ typedef struct job {
     conn *c;
     uint8_t *frame; /* request frame: allocated on the loop thread, freed on the worker */
     size_t len;
-    Xfer__V1__RequestHeader *hdr;
+    reqhdr hdr; /* its method points into frame */
     method_id m;
     uint64_t t0_ns;
     handler_result res;
@@ -241,15 +241,15 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     server *s = c->lp->srv;
     frame_parts p;
     frame_split(frame, len, &p);
-    Xfer__V1__RequestHeader *hdr = xfer__v1__request_header__unpack(mem_pb_allocator(), p.header_len, p.header);
-    if (!hdr) {
+    reqhdr hdr;
+    const char *herr = reqhdr_decode(p.header, p.header_len, &hdr);
+    if (herr) {
         mem_free(frame);
-        conn_error(c, "invalid_argument: malformed request header");
+        conn_error(c, herr);
         return -1;
     }
     job *j = malloc(sizeof *j);
     if (!j) {
-        xfer__v1__request_header__free_unpacked(hdr, mem_pb_allocator());
         mem_free(frame);
         conn_error(c, "internal: out of memory queueing a call");
         return -1;
@@ -259,7 +259,7 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     j->frame = frame;
     j->len = len;
     j->hdr = hdr;
-    j->m = method_lookup(hdr->method);
+    j->m = method_lookup(hdr.method, hdr.method_len);
     j->t0_ns = stats_now_ns();
     c->refs++;
     c->pending++;
@@ -499,15 +499,13 @@ static void *worker_main(void *arg) {
 
         frame_parts p;
         frame_split(j->frame, j->len, &p);
-        if (handle_request(&s->cfg.hc, j->m, j->hdr->method, j->hdr->seq, p.body, p.body_len, &j->res) != 0) {
+        if (handle_request(&s->cfg.hc, j->m, &j->hdr, p.body, p.body_len, &j->res) != 0) {
             j->res.frame = NULL;
             j->res.code = XERR_INTERNAL;
         }
-        /* the request buffer and its decoded header were allocated on the loop thread */
+        /* the request buffer (which the header points into) was allocated on the loop thread */
         mem_free(j->frame);
         j->frame = NULL;
-        xfer__v1__request_header__free_unpacked(j->hdr, mem_pb_allocator());
-        j->hdr = NULL;
         stats_record(j->m, j->res.code, stats_now_ns() - j->t0_ns, j->res.in_bytes, j->res.out_bytes);
 
         loop *lp = j->c->lp;
@@ -632,7 +630,6 @@ fail_early:
 
 static void free_job(job *j) {
     mem_free(j->frame);
-    if (j->hdr) xfer__v1__request_header__free_unpacked(j->hdr, mem_pb_allocator());
     mem_free(j->res.frame);
     free(j);
 }

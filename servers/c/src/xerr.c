@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
 static const char *const names[XERR__COUNT] = {
     [XERR_OK] = "ok",
     [XERR_INVALID_ARGUMENT] = "invalid_argument",
@@ -33,24 +35,37 @@ xerr_code xerr_set(xerr *e, xerr_code code, const char *fmt, ...) {
     return code;
 }
 
+/* The escaped form of the one byte c that is not part of a multi-byte character. */
+static int quote_byte(char tmp[8], unsigned char c) {
+    if (c == '"' || c == '\\') return snprintf(tmp, 8, "\\%c", c);
+    if (c < 0x20 || c >= 0x7f) return snprintf(tmp, 8, "\\x%02x", c);
+    tmp[0] = (char)c;
+    return 1;
+}
+
 void xerr_quote(char *out, size_t cap, const char *s, size_t len) {
-    size_t o = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0, i = 0;
     if (cap < 3) {
         if (cap) out[0] = '\0';
         return;
     }
     out[o++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
+    while (i < len) {
+        size_t k = utf8_char_len(u + i, len - i);
+        size_t step = k ? k : 1; /* a byte of no valid character is escaped on its own */
+        if (i + step > XERR_QUOTE_SUBJECT) break;
         char tmp[8];
-        int n;
-        if (c == '"' || c == '\\') n = snprintf(tmp, sizeof tmp, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f) n = snprintf(tmp, sizeof tmp, "\\x%02x", c);
-        else { tmp[0] = (char)c; n = 1; }
-        if (o + (size_t)n + 2 > cap) break;
+        int n = k > 1 ? (memcpy(tmp, u + i, k), (int)k) : quote_byte(tmp, u[i]);
+        if (o + (size_t)n + 5 > cap) break; /* room for the closing quote, "..." and the NUL */
         memcpy(out + o, tmp, (size_t)n);
         o += (size_t)n;
+        i += step;
     }
     out[o++] = '"';
+    if (i < len) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
     out[o] = '\0';
 }

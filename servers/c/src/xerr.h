@@ -32,7 +32,14 @@ const char *xerr_name(xerr_code code);
 /* Sets e to code with message "<code>: <printf fmt...>"; returns code (so callers can `return xerr_set(...)`). */
 xerr_code xerr_set(xerr *e, xerr_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Writes a quoted, printable form of s[0..len) (like Go's %q for ASCII) into out (size cap). */
+/* Bytes of a subject that an error quotes (PROTOCOL.md "Quoting"). */
+#define XERR_QUOTE_SUBJECT 64
+/* Room for any quoting: two quotes, every byte as \xNN, "..." and the NUL. */
+#define XERR_QUOTE_MAX (2 + 4 * XERR_QUOTE_SUBJECT + 3 + 1)
+
+/* Writes PROTOCOL.md's quoting of the subject s[0..len) into out (cap >= XERR_QUOTE_MAX, or the quoting is
+ * cut short): at most 64 bytes, never cutting a UTF-8 character, escaped so the result is valid UTF-8, and
+ * "..." after the closing quote when the subject was cut. proto/testdata/quote.vectors pins it down. */
 void xerr_quote(char *out, size_t cap, const char *s, size_t len);
 
 #endif

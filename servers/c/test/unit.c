@@ -16,6 +16,7 @@
 #include "pbwire.h"
 #include "pool.h"
 #include "store.h"
+#include "edges.h"
 #include "vectors.h"
 #include "xfer/v1/file_transfer.pb-c.h"
 #include "xfer/v1/frame.pb-c.h"
@@ -414,7 +415,8 @@ static handler_result call(const handler_ctx *hc, const char *method, uint64_t s
     uint8_t body[512];
     size_t bl = req ? protobuf_c_message_pack(req, body) : 0;
     handler_result r;
-    CHECK(handle_request(hc, method_lookup(method), method, seq, body, bl, &r) == 0, "handle %s", method);
+    reqhdr h = {method, strlen(method), seq};
+    CHECK(handle_request(hc, method_lookup(method, h.method_len), &h, body, bl, &r) == 0, "handle %s", method);
     return r;
 }
 
@@ -452,7 +454,8 @@ static void test_handlers(void) {
     mem_free(r.frame);
 
     handler_result bad;
-    CHECK(handle_request(&hc, M_UPLOAD_CHUNK, "Xfer.UploadChunk", 4, (const uint8_t *)"\xff\xff\xff", 3, &bad) == 0 &&
+    reqhdr chunk_hdr = {"Xfer.UploadChunk", 16, 4};
+    CHECK(handle_request(&hc, M_UPLOAD_CHUNK, &chunk_hdr, (const uint8_t *)"\xff\xff\xff", 3, &bad) == 0 &&
               bad.code == XERR_INVALID_ARGUMENT, "malformed body");
     h = resp_header(&bad, &p);
     CHECK(h && strcmp(h->error, "invalid_argument: malformed UploadChunkRequest body") == 0, "%s", h ? h->error : "?");
@@ -609,6 +612,7 @@ int main(int argc, char **argv) {
     test_store_kind(STORE_DISK);
     test_handlers();
     test_pool();
+    failures += edges_run(vdir, &checks);
     /* the same store and handler paths again with the pool serving every buffer */
     mem_init(MEM_POOL);
     test_store_kind(STORE_MEM);

@@ -4,10 +4,13 @@ package content
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"xferbench/servers/go/internal/errs"
 )
 
 // GenPrefix marks a synthetic name.
@@ -46,42 +49,44 @@ func IsGen(name string) bool { return strings.HasPrefix(name, GenPrefix) }
 func ParseGen(name string, maxSize uint64) (Gen, error) {
 	rest, ok := strings.CutPrefix(name, GenPrefix)
 	if !ok {
-		return Gen{}, fmt.Errorf("name %q does not begin with %q", name, GenPrefix)
+		return Gen{}, fmt.Errorf("name %s does not begin with %s", errs.Quote(name), errs.Quote(GenPrefix))
 	}
 	sizeStr, seedStr, ok := strings.Cut(rest, ":")
 	if !ok {
-		return Gen{}, fmt.Errorf("malformed generated name %q: want gen:<size>:<seed>", name)
+		return Gen{}, fmt.Errorf("malformed generated name %s: want gen:<size>:<seed>", errs.Quote(name))
 	}
 	size, err := parseCanonical(sizeStr)
 	if err != nil {
-		return Gen{}, fmt.Errorf("malformed generated name %q: size %v", name, err)
+		return Gen{}, fmt.Errorf("malformed generated name %s: size %v", errs.Quote(name), err)
 	}
 	seed, err := parseCanonical(seedStr)
 	if err != nil {
-		return Gen{}, fmt.Errorf("malformed generated name %q: seed %v", name, err)
+		return Gen{}, fmt.Errorf("malformed generated name %s: seed %v", errs.Quote(name), err)
 	}
 	if size > maxSize {
-		return Gen{}, fmt.Errorf("generated name %q: size %d exceeds limit %d", name, size, maxSize)
+		return Gen{}, fmt.Errorf("generated name %s: size %d exceeds limit %d", errs.Quote(name), size, maxSize)
 	}
 	return Gen{Size: size, Seed: seed}, nil
 }
 
-// parseCanonical accepts only the canonical decimal form of a uint64.
+// parseCanonical accepts only the canonical decimal form of a uint64. Its
+// errors do not repeat s: the caller quotes the whole name, and one quoted
+// subject per error keeps it inside PROTOCOL.md's response header bound.
 func parseCanonical(s string) (uint64, error) {
 	if s == "" {
 		return 0, fmt.Errorf("is empty")
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%q is not an unsigned decimal", s)
+			return 0, errors.New("is not an unsigned decimal")
 		}
 	}
 	if len(s) > 1 && s[0] == '0' {
-		return 0, fmt.Errorf("%q has a leading zero", s)
+		return 0, errors.New("has a leading zero")
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%q does not fit in 64 bits", s)
+		return 0, errors.New("does not fit in 64 bits")
 	}
 	return v, nil
 }

@@ -72,7 +72,13 @@ func (e *Error) Error() string { return e.Code.String() + ": " + e.Msg }
 func (e *Error) GRPCStatus() *status.Status { return status.New(codes.Code(e.Code), e.Msg) }
 
 // New formats a message under a code.
+// String arguments go through subject, so %q quotes them as PROTOCOL.md says.
 func New(c Code, format string, args ...any) *Error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = subject(s)
+		}
+	}
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
 }
 

@@ -18,6 +18,7 @@ import (
 	"xferbench/servers/go/gen/xferv1"
 	"xferbench/servers/go/internal/bufpool"
 	"xferbench/servers/go/internal/errs"
+	"xferbench/servers/go/internal/wirecheck"
 )
 
 const (
@@ -55,6 +56,7 @@ type CodecConfig struct {
 type call struct {
 	clientSeq uint64
 	method    string
+	methodErr *errs.Error // the header's call error; net/rpc finds no such method and answers with it
 	start     time.Time
 	buf       *[]byte // the request frame; bodies may alias it
 }
@@ -108,12 +110,12 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	method, seq, err := DecodeRequestHeader((*buf)[:headerLen])
 	if err != nil {
 		c.cfg.Pool.Put(buf)
-		return c.connError(errs.New(errs.InvalidArgument, "malformed request header"))
+		return c.connError(err)
 	}
 	c.nextID++
 	c.body = (*buf)[headerLen:]
 	c.mu.Lock()
-	c.pending[c.nextID] = call{clientSeq: seq, method: method, start: time.Now(), buf: buf}
+	c.pending[c.nextID] = call{clientSeq: seq, method: method, methodErr: CheckMethod(method), start: time.Now(), buf: buf}
 	c.mu.Unlock()
 	r.ServiceMethod, r.Seq = method, c.nextID
 	if c.cfg.Observer != nil {
@@ -182,8 +184,8 @@ func (c *ServerCodec) ReadRequestBody(x any) error {
 		err = decodeUploadChunk(body, m)
 	case *xferv1.EchoRequest:
 		err = decodeEcho(body, m)
-	case proto.Message:
-		err = proto.Unmarshal(body, m)
+	case proto.Message: // the two above have no 32-bit fields to check
+		err = wirecheck.Unmarshal(body, m)
 	default:
 		return errs.New(errs.Internal, "request type %T is not a protobuf message", x)
 	}
@@ -211,6 +213,9 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, reply any) error {
 		return fmt.Errorf("response for unknown call %d", r.Seq)
 	}
 	errStr := rewriteRPCError(r.Error, cl.method)
+	if cl.methodErr != nil {
+		errStr = cl.methodErr.Error()
+	}
 	var msg proto.Message
 	if errStr == "" {
 		m, isMsg := reply.(proto.Message)
@@ -219,7 +224,7 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, reply any) error {
 		}
 		msg = m
 	}
-	out, err := c.encodeResponse(cl.clientSeq, cl.method, errStr, msg)
+	out, err := c.encodeResponse(cl.clientSeq, EchoMethod(cl.method), errStr, msg)
 	if err == nil {
 		err = c.write(*out)
 		c.cfg.Pool.Put(out)

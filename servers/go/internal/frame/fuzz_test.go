@@ -23,6 +23,10 @@ func FuzzParseFrame(f *testing.F) {
 			f.Add(testvec.Hex(f, v[3]), uint32(64))
 		}
 	}
+	for _, v := range testvec.Lines(f, "headers.vectors") {
+		h := testvec.Hex(f, v[0])
+		f.Add(headerOnlyFrame(h), uint32(1<<23))
+	}
 	f.Fuzz(func(t *testing.T, in []byte, maxFrame uint32) {
 		n, err := Parse(in, maxFrame)
 		if err != nil || n == 0 {
@@ -35,16 +39,32 @@ func FuzzParseFrame(f *testing.F) {
 		if len(hdr)+len(body)+prefixLen != n {
 			t.Fatal("Split lost bytes")
 		}
-		method, seq, err := DecodeRequestHeader(hdr)
-		var ref xferv1.RequestHeader
-		refErr := proto.Unmarshal(hdr, &ref)
-		if (err == nil) != (refErr == nil) {
-			t.Fatalf("header %x: ours %v, proto %v", hdr, err, refErr)
-		}
-		if err == nil && (method != ref.Method || seq != ref.Seq) {
-			t.Fatalf("header %x: ours %q %d, proto %q %d", hdr, method, seq, ref.Method, ref.Seq)
-		}
+		checkHeaderAgainstProto(t, hdr)
 	})
+}
+
+// headerOnlyFrame wraps raw header bytes in a frame with no body.
+func headerOnlyFrame(h []byte) []byte {
+	return append(appendPrefix(nil, len(h), 0), h...)
+}
+
+// checkHeaderAgainstProto holds the strict header decoder to proto: what
+// it accepts proto accepts with the same values (and seq is never 0), and
+// what proto rejects it rejects; it may reject more (PROTOCOL.md "Request
+// headers": wrong wire types for method and seq, groups, seq 0).
+func checkHeaderAgainstProto(t *testing.T, hdr []byte) {
+	method, seq, err := DecodeRequestHeader(hdr)
+	var ref xferv1.RequestHeader
+	refErr := proto.Unmarshal(hdr, &ref)
+	if refErr != nil && err == nil {
+		t.Fatalf("header %x: accepted, proto says %v", hdr, refErr)
+	}
+	if err == nil && (method != ref.Method || seq != ref.Seq || seq == 0) {
+		t.Fatalf("header %x: ours %q %d, proto %q %d", hdr, method, seq, ref.Method, ref.Seq)
+	}
+	if err != nil && err != ErrMalformedHeader && err != ErrSeqZero {
+		t.Fatalf("header %x: unexpected error %v", hdr, err)
+	}
 }
 
 // FuzzDecodeUploadChunk holds the copy-free chunk decoder to proto.

@@ -166,3 +166,46 @@ func checkFastDecoders(t *testing.T, typ string, body []byte, want proto.Message
 		t.Errorf("%s fast decode: %v (%v)", typ, got, err)
 	}
 }
+
+// headerOutcome is what a server makes of a request header, in the words
+// of headers.vectors.
+func headerOutcome(hdr []byte) string {
+	method, seq, err := DecodeRequestHeader(hdr)
+	if err != nil {
+		return "conn_error:" + errs.CodeOf(err).String()
+	}
+	if e := CheckMethod(method); e != nil {
+		return "call_error:" + e.Code.String()
+	}
+	m := "-"
+	if method != "" {
+		m = hex.EncodeToString([]byte(method))
+	}
+	return "ok:" + strconv.FormatUint(seq, 10) + ":" + m
+}
+
+func TestHeaderVectors(t *testing.T) {
+	lines := testvec.Lines(t, "headers.vectors")
+	if len(lines) == 0 {
+		t.Fatal("no header vectors")
+	}
+	for _, v := range lines {
+		if got := headerOutcome(testvec.Hex(t, v[0])); got != v[1] {
+			t.Errorf("header %s: %s, want %s", v[0], got, v[1])
+		}
+	}
+}
+
+// TestResponseHeaderBound is PROTOCOL.md's promise that a response header
+// fits 400 bytes whatever the request's method and the quoted subject.
+func TestResponseHeaderBound(t *testing.T) {
+	worst := strings.Repeat("\xff", 1000)
+	errStr := errs.New(errs.Unimplemented, "unknown method %q", worst).Error()
+	n := headerSize(EchoMethod(worst), 1<<63, errStr)
+	if n > 400 || EchoMethod(worst) != "" {
+		t.Fatalf("response header of %d bytes (error %q)", n, errStr)
+	}
+	if m := strings.Repeat("é", 32); EchoMethod(m) != m {
+		t.Fatalf("a 64-byte method is not echoed")
+	}
+}

@@ -2,11 +2,13 @@ package frame
 
 import (
 	"errors"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"xferbench/servers/go/gen/xferv1"
+	"xferbench/servers/go/internal/errs"
 )
 
 // Service is the net/rpc service name; methods are "Xfer.<Name>".
@@ -88,29 +90,65 @@ func takeBytes(typ protowire.Type, b []byte, dst *[]byte) int {
 	return n
 }
 
-// DecodeRequestHeader decodes a RequestHeader exactly as proto.Unmarshal
-// would accept it (method must be valid UTF-8).
+// The connection errors of a request header (PROTOCOL.md "Request headers").
+var (
+	ErrMalformedHeader = errs.New(errs.InvalidArgument, "malformed request header")
+	ErrSeqZero         = errs.New(errs.InvalidArgument, "request seq 0 is reserved")
+)
+
+// DecodeRequestHeader decodes a RequestHeader by PROTOCOL.md's one
+// definition of a valid header, stricter than proto.Unmarshal: method and
+// seq must have their own wire types, groups are malformed, and seq 0 is
+// reserved for connection errors. Its errors are connection errors;
+// CheckMethod gives the call error of a valid header.
 func DecodeRequestHeader(b []byte) (method string, seq uint64, err error) {
 	var m []byte
 	err = walk(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
-		switch num {
-		case fieldMethod:
-			return takeBytes(typ, v, &m)
-		case fieldSeq:
+		switch {
+		case typ == protowire.StartGroupType || typ == protowire.EndGroupType:
+			return -1
+		case num == fieldMethod && typ != protowire.BytesType, num == fieldSeq && typ != protowire.VarintType:
+			return -1
+		case num == fieldMethod:
+			n := takeBytes(typ, v, &m)
+			if n >= 0 && !utf8.Valid(m) {
+				return -1 // every occurrence must be UTF-8, not only the last that wins
+			}
+			return n
+		case num == fieldSeq:
 			return takeVarint(typ, v, &seq)
 		}
 		return skipField
 	})
 	if err != nil {
-		return "", 0, err
+		return "", 0, ErrMalformedHeader
 	}
-	if !utf8.Valid(m) {
-		return "", 0, errMalformed
+	if seq == 0 {
+		return "", 0, ErrSeqZero
 	}
 	if s, ok := interned[string(m)]; ok {
 		return s, seq, nil
 	}
 	return string(m), seq, nil
+}
+
+// CheckMethod is the call error of a method name in a valid header: names
+// are compared byte for byte, so a NUL would only hide what follows it.
+func CheckMethod(method string) *errs.Error {
+	if strings.IndexByte(method, 0) >= 0 {
+		return errs.New(errs.InvalidArgument, "method %q contains NUL", method)
+	}
+	return nil
+}
+
+// EchoMethod is the method a response header echoes: the request's, unless
+// it is longer than errs.QuoteMax bytes (it is valid UTF-8 once decoded),
+// which keeps every response header far inside the 1024-byte limit.
+func EchoMethod(method string) string {
+	if len(method) > errs.QuoteMax {
+		return ""
+	}
+	return method
 }
 
 // DecodeResponseHeader decodes a ResponseHeader (used by tests and tools).

@@ -41,6 +41,7 @@ func UnaryInterceptor(o Observer) grpc.UnaryServerInterceptor {
 // StreamInterceptor records Upload and Download calls, whole-stream time.
 func StreamInterceptor(o Observer) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ss = checkedStream{ss}
 		if !observed(info.FullMethod) {
 			return h(srv, ss)
 		}

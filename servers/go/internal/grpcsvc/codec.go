@@ -1,0 +1,62 @@
+package grpcsvc
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"xferbench/servers/go/internal/errs"
+	"xferbench/servers/go/internal/wirecheck"
+)
+
+// rawMsg is a received message not yet decoded: checkedStream asks the
+// codec for the bytes and decodes them itself.
+type rawMsg struct{ buf mem.Buffer }
+
+// checkedCodec is grpc-go's proto codec with the wire integers checked
+// before decoding (PROTOCOL.md "Integers"), as the frame codec does, and
+// able to hand a message over undecoded (rawMsg).
+type checkedCodec struct{ encoding.CodecV2 }
+
+// Replacing the "proto" codec is grpc-go's documented way to change how
+// every message of the process is decoded; it must happen in init.
+func init() {
+	encoding.RegisterCodecV2(checkedCodec{encoding.GetCodecV2(grpcproto.Name)})
+}
+
+func (c checkedCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawMsg); ok {
+		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return wirecheck.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// checkedStream decodes each received message itself so that a message
+// the integer check refuses is the call's INVALID_ARGUMENT: a codec error
+// inside grpc-go's RecvMsg would end the stream as INTERNAL at once.
+type checkedStream struct{ grpc.ServerStream }
+
+func (s checkedStream) RecvMsg(m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return s.ServerStream.RecvMsg(m)
+	}
+	var raw rawMsg
+	if err := s.ServerStream.RecvMsg(&raw); err != nil {
+		return err
+	}
+	defer raw.buf.Free()
+	if err := wirecheck.Unmarshal(raw.buf.ReadOnlyData(), pm); err != nil {
+		return errs.New(errs.InvalidArgument, "malformed %s body", string(pm.ProtoReflect().Descriptor().Name()))
+	}
+	return nil
+}
