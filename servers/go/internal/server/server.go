@@ -253,7 +253,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}()
 	_ = s.frameLn.Close()     // ends Serve; Shutdown below drains connections
 	_ = s.frame.Shutdown(ctx) // on timeout it has closed the stragglers
-	_ = s.admin.Shutdown(ctx) // scrapes are short; timeout leaves nothing to do
+	_ = s.admin.Close()       // the metrics endpoint never delays shutdown, even for a stalled scrape
 	select {
 	case <-grpcDone:
 	case <-ctx.Done():
