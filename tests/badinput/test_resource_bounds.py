@@ -110,7 +110,7 @@ def test_unread_answers_cost_at_most_the_bounds(bounded: RunningServer) -> None:
     addr = bounded.addr("frame")
     echo_ok(addr)
     baseline = live_bytes(bounded)
-    req = frame_pb2.ReadRequest(name="gen:1000000000:7", offset=0, length=READ_LEN).SerializeToString()
+    req = frame_pb2.ReadRequest(name="gen:8388608:7", offset=0, length=READ_LEN).SerializeToString()
     flood = b"".join(encode_request(i + 1, "Xfer.Read", req) for i in range(FLOOD_READS))
     host, port = addr.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -239,7 +239,7 @@ def test_declared_frames_cost_what_arrived(name: str) -> None:
 def test_nothing_after_connection_error(name: str) -> None:
     """Calls in flight when a connection error is sent are never answered after it."""
     with running_server(name, ["--store=mem"]) as s:
-        req = frame_pb2.ReadRequest(name="gen:1000000000:3", offset=0, length=4 << 20).SerializeToString()
+        req = frame_pb2.ReadRequest(name="gen:16777216:3", offset=0, length=4 << 20).SerializeToString()
         with RawConn(s.addr("frame"), timeout=20) as c:
             c.send(b"".join(encode_request(i + 1, "Xfer.Read", req) for i in range(12))
                    + struct.pack(">II", 4 + 2000, 2000))  # header_len over 1024: a connection error

@@ -20,7 +20,7 @@ MIB = 1 << 20
 
 
 def _read_frames(seq: int, length: int) -> bytes:
-    req = frame_pb2.ReadRequest(name="gen:1000000000:5", offset=0, length=length).SerializeToString()
+    req = frame_pb2.ReadRequest(name="gen:8388608:5", offset=0, length=length).SerializeToString()
     return b"".join(encode_request(seq + i, "Xfer.Read", req) for i in range(8))
 
 
