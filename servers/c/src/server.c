@@ -22,6 +22,7 @@
 #include "xfer/v1/frame.pb-c.h"
 
 #define WRITE_IOV_MAX 64
+#define REPLY_OVERHEAD 512 /* a response's prefix and header, at most (PROTOCOL.md "Quoting") */
 
 typedef struct loop loop;
 
@@ -42,6 +43,7 @@ typedef struct conn {
     uint64_t stall_ms;       /* since when unwritten output has met a full send buffer, 0 when not */
     out_buf *out_head, *out_tail;
     size_t out_bytes;
+    size_t reserved; /* answer bytes expected from the calls in flight, counted against max_conn_unsent */
     int pending;
     struct conn *prev, *next;
 } conn;
@@ -53,6 +55,7 @@ typedef struct job {
     size_t len;
     Xfer__V1__RequestHeader *hdr;
     method_id m;
+    size_t reserve; /* what this call's answer is expected to take, until it is queued */
     uint64_t t0_ns;
     handler_result res;
 } job;
@@ -156,7 +159,7 @@ static void conn_parse(conn *c);
 /* At a backpressure bound (PROTOCOL.md "Backpressure"): neither read nor dispatch more. */
 static bool conn_full(const conn *c) {
     const server_config *cfg = &c->lp->srv->cfg;
-    return c->pending >= (int)cfg->max_conn_calls || c->out_bytes >= cfg->max_conn_unsent;
+    return c->pending >= (int)cfg->max_conn_calls || c->out_bytes + c->reserved >= cfg->max_conn_unsent;
 }
 
 static void conn_pause(conn *c) {
@@ -262,6 +265,20 @@ static void conn_error(conn *c, const char *msg) {
     if (!c->closed) conn_flush(c);
 }
 
+/* The size a call's answer will have at most, known from the request alone: Read and Echo carry data
+ * back, the rest a few fields. Counting it at dispatch keeps the answers of calls already running
+ * inside --max-conn-unsent too. */
+static size_t expected_reply(method_id m, const frame_parts *p, uint32_t max_chunk) {
+    size_t n = REPLY_OVERHEAD;
+    if (m == M_ECHO) return n + p->body_len;
+    if (m != M_READ) return n;
+    Xfer__V1__ReadRequest *r = xfer__v1__read_request__unpack(mem_pb_allocator(), p->body_len, p->body);
+    if (!r) return n; /* malformed: answered with a short error */
+    n += r->length < max_chunk ? r->length : max_chunk;
+    xfer__v1__read_request__free_unpacked(r, mem_pb_allocator());
+    return n;
+}
+
 /* Hands one complete frame (ownership passes) to the workers; -1 when the connection errored. */
 static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     server *s = c->lp->srv;
@@ -286,6 +303,8 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     j->len = len;
     j->hdr = hdr;
     j->m = method_lookup(hdr->method);
+    j->reserve = expected_reply(j->m, &p, s->cfg.hc.max_chunk);
+    c->reserved += j->reserve;
     j->t0_ns = stats_now_ns();
     c->refs++;
     c->pending++;
@@ -448,6 +467,7 @@ static void loop_take_incoming(loop *lp) {
         job *n = done->next;
         conn *c = done->c;
         c->pending--;
+        c->reserved -= done->reserve;
         if (c->closed || c->closing || !done->res.frame) {
             mem_free(done->res.frame);
             if (!done->res.frame && !c->closed) conn_close(c); /* no response could be built */
