@@ -130,7 +130,7 @@ def test_unread_answers_cost_at_most_the_bounds(bounded: RunningServer) -> None:
 @pytest.mark.parametrize("name", GO)
 def test_echo_burst_memory_returns(name: str) -> None:
     """Tens of thousands of pipelined Echo calls leave no goroutines or net/rpc free lists behind."""
-    calls = 30_000
+    calls = 100_000
     with running_server(name, ["--store=mem"]) as s:
         addr = s.addr("frame")
         echo_ok(addr)
