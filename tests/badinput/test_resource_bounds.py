@@ -289,3 +289,22 @@ def test_slow_scraper_blocks_nobody(name: str) -> None:
         assert elapsed < drain + 1.0, f"{name} took {elapsed:.1f} s to exit with a slow scraper connected"
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("name", FRAME_SERVERS)
+def test_reader_that_never_reads_is_dropped(name: str) -> None:
+    """Answers that meet a full send buffer for --write-timeout close the connection."""
+    with running_server(name, ["--store=mem", "--write-timeout=1s"]) as s:
+        assert s.ready["write_timeout"] == "1s", s.ready
+        host, port = s.addr("frame").rsplit(":", 1)
+        req = frame_pb2.ReadRequest(name="gen:8388608:7", offset=0, length=READ_LEN).SerializeToString()
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            push(sock, b"".join(encode_request(i + 1, "Xfer.Read", req) for i in range(64)), 1.0)
+            t0 = time.monotonic()
+
+            def dropped() -> None:
+                assert _metrics(s)["xfer_connections"] == 0, "the non-reading client is still connected"
+
+            eventually(dropped, "dropped after --write-timeout", within=8.0)
+            assert time.monotonic() - t0 >= 0.5, "dropped before the write timeout"
