@@ -303,6 +303,11 @@ def test_reader_that_never_reads_is_dropped(name: str) -> None:
             push(sock, b"".join(encode_request(i + 1, "Xfer.Read", req) for i in range(64)), 1.0)
             t0 = time.monotonic()
 
+            def accepted() -> None:
+                assert _metrics(s)["xfer_connections"] == 1, "the connection is not accepted yet"
+
+            eventually(accepted, "the server accepts the connection")
+
             def dropped() -> None:
                 assert _metrics(s)["xfer_connections"] == 0, "the non-reading client is still connected"
 
