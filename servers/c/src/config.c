@@ -9,7 +9,8 @@
 
 #include "frame.h"
 
-typedef enum { T_STR, T_U32, T_U64, T_DUR } ftype;
+/* T_SIZE32/T_SIZE64 take bytes with an optional KiB/MiB/GiB suffix; T_CONNS a number or "auto". */
+typedef enum { T_STR, T_U32, T_U64, T_DUR, T_SIZE32, T_SIZE64, T_CONNS } ftype;
 
 typedef struct {
     const char *name; /* without "--" */
@@ -24,10 +25,14 @@ static const flag flags[] = {
     F("frame-addr", T_STR, frame_addr, "frame listener host:port (port 0: any free port)"),
     F("metrics-addr", T_STR, metrics_addr, "/metrics listener host:port"),
     F("store", T_STR, store_spec, "mem | disk:DIR"),
-    F("max-file-size", T_U64, max_file_size, "largest declared file size, bytes"),
-    F("max-frame", T_U32, max_frame, "largest frame_len, bytes"),
-    F("max-chunk", T_U32, max_chunk, "largest chunk / Read length / Echo payload, bytes"),
-    F("max-conns", T_U32, max_conns, "open connections"),
+    F("max-file-size", T_SIZE64, max_file_size, "largest declared file size, bytes (or KiB/MiB/GiB)"),
+    F("max-frame", T_SIZE32, max_frame, "largest frame_len, bytes (or KiB/MiB/GiB)"),
+    F("max-chunk", T_SIZE32, max_chunk, "largest chunk / Read length / Echo payload, bytes (or KiB/MiB/GiB)"),
+    F("max-conns", T_CONNS, max_conns, "open connections: a number or auto (from RLIMIT_NOFILE)"),
+    F("max-conn-calls", T_U32, max_conn_calls, "outstanding calls per connection before reading pauses"),
+    F("max-conn-unsent", T_SIZE64, max_conn_unsent, "unwritten response bytes per connection before reading pauses"),
+    F("write-timeout", T_DUR, write_timeout_ms, "a response the client does not take for this long closes it"),
+    F("drain-timeout", T_DUR, drain_timeout_ms, "calls in flight at SIGTERM finish within this"),
     F("max-uploads", T_U32, max_uploads, "open uploads, server-wide"),
     F("read-timeout", T_DUR, read_timeout_ms, "a begun frame must arrive whole within (10s, 500ms, 2m)"),
     F("upload-idle-timeout", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
@@ -44,6 +49,32 @@ static int parse_u64(const char *s, uint64_t *out) {
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end) return -1;
     *out = v;
+    return 0;
+}
+
+/* Plain bytes or a number with KiB, MiB, GiB (the size grammar of docs/DESIGN.md), at most limit. */
+static int parse_size(const char *s, uint64_t limit, uint64_t *out) {
+    static const struct {
+        const char *suffix;
+        unsigned shift;
+    } units[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}};
+    char num[32];
+    size_t n = strlen(s);
+    unsigned shift = 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        size_t k = strlen(units[i].suffix);
+        if (n > k && strcmp(s + n - k, units[i].suffix) == 0) {
+            shift = units[i].shift;
+            n -= k;
+            break;
+        }
+    }
+    if (n >= sizeof num) return -1;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    uint64_t v;
+    if (parse_u64(num, &v) || v > (limit >> shift)) return -1;
+    *out = v << shift;
     return 0;
 }
 
@@ -89,6 +120,27 @@ static int set_flag(config *cfg, const flag *f, const char *val, const char *ori
         }
         *(uint64_t *)at = v;
         return 0;
+    case T_SIZE32:
+    case T_SIZE64:
+        if (parse_size(val, f->type == T_SIZE32 ? UINT32_MAX : UINT64_MAX, &v)) {
+            snprintf(err, errlen, "%s %s: %s is not a size (bytes, or a number with KiB, MiB or GiB)", origin,
+                     f->name, val);
+            return -1;
+        }
+        if (f->type == T_SIZE32) *(uint32_t *)at = (uint32_t)v;
+        else *(uint64_t *)at = v;
+        return 0;
+    case T_CONNS:
+        if (strcmp(val, "auto") == 0) {
+            *(uint32_t *)at = CONFIG_CONNS_AUTO;
+            return 0;
+        }
+        if (parse_u64(val, &v) || v < 1 || v > UINT32_MAX) {
+            snprintf(err, errlen, "%s %s: %s is not auto or a positive integer", origin, f->name, val);
+            return -1;
+        }
+        *(uint32_t *)at = (uint32_t)v;
+        return 0;
     case T_DUR:
         if (parse_dur(val, &v)) {
             snprintf(err, errlen, "%s %s: %s is not a duration (like 10s or 500ms)", origin, f->name, val);
@@ -113,7 +165,11 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     cfg->max_file_size = 1ull << 30;
     cfg->max_frame = FRAME_DEFAULT_MAX;
     cfg->max_chunk = 4u << 20;
-    cfg->max_conns = 1024;
+    cfg->max_conns = CONFIG_CONNS_AUTO;
+    cfg->max_conn_calls = 256;
+    cfg->max_conn_unsent = 32u << 20;
+    cfg->write_timeout_ms = 10000;
+    cfg->drain_timeout_ms = 5000;
     cfg->max_uploads = 1024;
     cfg->read_timeout_ms = 10000;
     cfg->upload_idle_timeout_ms = 60000;
@@ -178,11 +234,13 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         snprintf(err, errlen, "--io-threads and --workers must be 1 ... %d", CONFIG_MAX_THREADS);
         return -1;
     }
-    if (cfg->max_frame < 64 || cfg->max_chunk < 1 || cfg->max_conns < 1 || cfg->max_uploads < 1) {
-        snprintf(err, errlen, "--max-frame must be at least 64; --max-chunk, --max-conns, --max-uploads at least 1");
+    if (cfg->max_frame < 64 || cfg->max_chunk < 1 || cfg->max_uploads < 1 || cfg->max_conn_calls < 1 ||
+        cfg->max_conn_unsent < 1) {
+        snprintf(err, errlen, "--max-frame must be at least 64; --max-chunk, --max-uploads, --max-conn-calls, "
+                              "--max-conn-unsent at least 1");
         return -1;
     }
-    if (cfg->read_timeout_ms < 1 || cfg->upload_idle_timeout_ms < 1) {
+    if (cfg->read_timeout_ms < 1 || cfg->upload_idle_timeout_ms < 1 || cfg->write_timeout_ms < 1) {
         snprintf(err, errlen, "timeouts must be positive");
         return -1;
     }

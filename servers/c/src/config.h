@@ -17,16 +17,21 @@ typedef struct {
     uint64_t max_file_size;
     uint32_t max_frame;
     uint32_t max_chunk;
-    uint32_t max_conns;
+    uint32_t max_conns; /* CONFIG_CONNS_AUTO: from RLIMIT_NOFILE, resolved by main */
     uint32_t max_uploads;
     uint64_t read_timeout_ms;
     uint64_t upload_idle_timeout_ms;
     uint32_t io_threads;
     uint32_t workers;
+    uint32_t max_conn_calls;
+    uint64_t max_conn_unsent;
+    uint64_t write_timeout_ms;
+    uint64_t drain_timeout_ms;
     char alloc[16]; /* glibc | jemalloc | tcmalloc | mimalloc | pool */
 } config;
 
 #define CONFIG_MAX_THREADS 64
+#define CONFIG_CONNS_AUTO 0 /* --max-conns auto */
 
 /* Fills cfg from defaults, then env, then argv. Returns 0; on a bad flag or value writes the message
  * into err and returns -1 (exit status 2). Returns 1 for --help (usage printed). */

@@ -18,6 +18,8 @@
 #define XFERD_VERSION "0.1.0"
 #define MAIN_TICK_MS 250 /* how often idle uploads are expired */
 #define ERR_LEN 1024
+#define FD_HEADROOM 64      /* descriptors kept out of --max-conns auto: store, listeners, metrics */
+#define AUTO_CONNS_MAX 65536
 
 static int fail(int status, const char *fmt, const char *what) {
     fprintf(stderr, "xferd-c: error: ");
@@ -60,7 +62,14 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    /* 3. store and listeners */
+    /* 3. descriptors: the hard limit, and --max-conns auto from it (one connection listener) */
+    unsigned long long soft = net_raise_nofile();
+    if (cfg.max_conns == CONFIG_CONNS_AUTO) {
+        unsigned long long n = soft > FD_HEADROOM ? soft - FD_HEADROOM : 1;
+        cfg.max_conns = (uint32_t)(n > AUTO_CONNS_MAX ? AUTO_CONNS_MAX : n);
+    }
+
+    /* 4. store and listeners */
     store_config sc = {.kind = cfg.store, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk,
                        .max_uploads = cfg.max_uploads, .upload_idle_timeout_ms = cfg.upload_idle_timeout_ms};
     snprintf(sc.dir, sizeof sc.dir, "%s", cfg.store_dir);
@@ -75,7 +84,9 @@ int main(int argc, char **argv) {
     server_config svc = {.hc = {.st = st, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk},
                          .max_frame = cfg.max_frame, .max_conns = cfg.max_conns,
                          .read_timeout_ms = cfg.read_timeout_ms, .io_threads = cfg.io_threads,
-                         .workers = cfg.workers};
+                         .workers = cfg.workers, .max_conn_calls = cfg.max_conn_calls,
+                         .max_conn_unsent = cfg.max_conn_unsent, .write_timeout_ms = cfg.write_timeout_ms,
+                         .drain_timeout_ms = cfg.drain_timeout_ms};
     server *srv = server_start(&svc, ffd, err, sizeof err);
     if (!srv) return fail(1, "%s", err);
     metrics_info mi = {.version = XFERD_VERSION, .impl = impl, .pool = pool,
@@ -83,21 +94,25 @@ int main(int argc, char **argv) {
     metrics_server *ms = metrics_start(mfd, &mi, err, sizeof err);
     if (!ms) return fail(1, "%s", err);
 
-    /* 4. the one startup line */
-    char env[2048], rt[32], it[32];
+    /* 5. the one startup line */
+    char env[2048], rt[32], it[32], wt[32], dt[32];
     allocdet_env(env, sizeof env);
     fmt_ms(rt, sizeof rt, cfg.read_timeout_ms);
     fmt_ms(it, sizeof it, cfg.upload_idle_timeout_ms);
+    fmt_ms(wt, sizeof wt, cfg.write_timeout_ms);
+    fmt_ms(dt, sizeof dt, cfg.drain_timeout_ms);
     fprintf(stderr,
             "xferd-c ready frame=%s metrics=%s store=%s alloc=%s io_threads=%u workers=%u max_frame=%u "
             "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u read_timeout=%s upload_idle_timeout=%s "
+            "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s "
             "malloc=%s malloc_lib=%s version=%s env=%s\n",
             frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.io_threads,
             cfg.workers, cfg.max_frame, cfg.max_chunk, (unsigned long long)cfg.max_file_size, cfg.max_conns,
-            cfg.max_uploads, rt, it, allocdet_name(impl), lib, XFERD_VERSION, env);
+            cfg.max_uploads, rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt,
+            allocdet_name(impl), lib, XFERD_VERSION, env);
     fflush(stderr);
 
-    /* 5. wait for SIGTERM/SIGINT, expiring idle uploads meanwhile */
+    /* 6. wait for SIGTERM/SIGINT, expiring idle uploads meanwhile */
     struct timespec tick = {.tv_sec = 0, .tv_nsec = MAIN_TICK_MS * 1000000L};
     for (;;) {
         int sig = sigtimedwait(&set, NULL, &tick);
@@ -105,7 +120,7 @@ int main(int argc, char **argv) {
         store_expire(st, store_now_ms());
     }
 
-    /* 6. graceful stop; free everything so LeakSanitizer has nothing to report */
+    /* 7. graceful stop; free everything so LeakSanitizer has nothing to report */
     metrics_stop(ms);
     server_stop(srv);
     store_close(st);

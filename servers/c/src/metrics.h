@@ -1,4 +1,5 @@
-/* metrics: Prometheus text format 0.0.4 on its own port, from a tiny HTTP/1.0 responder thread. */
+/* metrics: Prometheus text format 0.0.4 on its own port, from a tiny HTTP/1.0 responder thread that
+ * multiplexes concurrent scrapes, each under a deadline. */
 #ifndef XFERD_METRICS_H
 #define XFERD_METRICS_H
 
@@ -7,7 +8,8 @@
 #include "allocdet.h"
 
 #define METRICS_REQ_MAX 8192     /* bytes of an HTTP request we read */
-#define METRICS_IO_TIMEOUT_MS 2000
+#define METRICS_IO_TIMEOUT_MS 5000 /* a scrape's whole exchange must end within this */
+#define METRICS_MAX_CLIENTS 32     /* scrapes served at once; more wait in the listen backlog */
 
 typedef struct {
     const char *version;

@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,4 +67,43 @@ int net_listen(const char *addr, char *bound, size_t boundlen, char *err, size_t
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
     snprintf(bound, boundlen, "%s:%u", ip, ntohs(sa.sin_port));
     return fd;
+}
+
+unsigned long long net_raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit raised = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+    }
+    return (unsigned long long)rl.rlim_cur;
+}
+
+int net_spare_open(void) { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+/* Half-close and drop what already arrived, so the refusal is read rather than lost to a reset. */
+static void drop_conn(int fd, const void *refusal, size_t len) {
+    if (refusal) {
+        ssize_t w = send(fd, refusal, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w; /* best effort: the connection is dropped either way */
+    }
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+    close(fd);
+}
+
+int net_accept(int lfd, int *spare, const void *refusal, size_t refusal_len) {
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno != EMFILE && errno != ENFILE) return NET_ACCEPT_NONE;
+    if (*spare < 0) return NET_ACCEPT_PAUSE;
+    close(*spare);
+    *spare = -1;
+    fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    bool still_out = fd < 0 && (errno == EMFILE || errno == ENFILE);
+    if (fd >= 0) drop_conn(fd, refusal, refusal_len);
+    *spare = net_spare_open();
+    if (still_out || *spare < 0) return NET_ACCEPT_PAUSE;
+    return fd >= 0 ? NET_ACCEPT_SHED : NET_ACCEPT_NONE;
 }

@@ -12,4 +12,21 @@ int net_listen(const char *addr, char *bound, size_t boundlen, char *err, size_t
 int net_set_nonblock(int fd, char *err, size_t errlen);
 void net_set_nodelay(int fd);
 
+/* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
+unsigned long long net_raise_nofile(void);
+
+/* A descriptor held in reserve (on /dev/null) so that accept can still take, answer and close a
+ * connection when the process is out of descriptors, as libev and nginx do. -1 when none. */
+int net_spare_open(void);
+
+#define NET_ACCEPT_NONE (-1)  /* nothing to accept now (EAGAIN, or a transient error) */
+#define NET_ACCEPT_SHED (-2)  /* out of descriptors: one waiting connection was refused and closed */
+#define NET_ACCEPT_PAUSE (-3) /* out of descriptors and even the spare did not help: stop accepting a while */
+#define NET_ACCEPT_PAUSE_MS 100
+
+/* Accepts one connection (non-blocking, close-on-exec) and returns its fd, or one of NET_ACCEPT_*.
+ * On EMFILE/ENFILE it releases *spare, accepts the waiting connection, sends it `refusal` (may be NULL),
+ * closes it and takes the spare again, so the listener neither fills up nor spins. */
+int net_accept(int lfd, int *spare, const void *refusal, size_t refusal_len);
+
 #endif

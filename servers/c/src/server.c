@@ -22,6 +22,7 @@
 #include "xfer/v1/frame.pb-c.h"
 
 #define WRITE_IOV_MAX 64
+#define REPLY_OVERHEAD 512 /* a response's prefix and header, at most (PROTOCOL.md "Quoting") */
 
 typedef struct loop loop;
 
@@ -39,8 +40,10 @@ typedef struct conn {
     uint8_t *rbuf;
     size_t rcap, rlen, rpos;
     uint64_t frame_start_ms; /* when the pending partial frame began, 0 when none */
+    uint64_t stall_ms;       /* since when unwritten output has met a full send buffer, 0 when not */
     out_buf *out_head, *out_tail;
     size_t out_bytes;
+    size_t reserved; /* answer bytes expected from the calls in flight, counted against max_conn_unsent */
     int pending;
     struct conn *prev, *next;
 } conn;
@@ -52,6 +55,7 @@ typedef struct job {
     size_t len;
     reqhdr hdr; /* its method points into frame */
     method_id m;
+    size_t reserve; /* what this call's answer is expected to take, until it is queued */
     uint64_t t0_ns;
     handler_result res;
 } job;
@@ -75,6 +79,10 @@ struct loop {
 struct server {
     server_config cfg;
     int listen_fd, stop_fd; /* stop_fd wakes the acceptor */
+    int spare_fd;           /* released when accept runs out of descriptors (net_accept) */
+    uint8_t *nofd_frame;    /* the seq-0 "out of file descriptors" response, encoded once */
+    size_t nofd_len;
+    _Atomic int64_t unsent; /* response bytes queued on every connection, for the drain */
     pthread_t acceptor;
     loop *loops;
     pthread_t *workers;
@@ -125,6 +133,7 @@ static void conn_close(conn *c) {
         o = n;
     }
     c->out_head = c->out_tail = NULL;
+    atomic_fetch_sub(&c->lp->srv->unsent, (int64_t)c->out_bytes);
     c->out_bytes = 0;
     mem_free(c->rbuf);
     c->rbuf = NULL;
@@ -145,11 +154,27 @@ static void conn_finish(conn *c) {
     conn_close(c);
 }
 
+static void conn_parse(conn *c);
+
+/* At a backpressure bound (PROTOCOL.md "Backpressure"): neither read nor dispatch more. */
+static bool conn_full(const conn *c) {
+    const server_config *cfg = &c->lp->srv->cfg;
+    return c->pending >= (int)cfg->max_conn_calls || c->out_bytes + c->reserved >= cfg->max_conn_unsent;
+}
+
+static void conn_pause(conn *c) {
+    if (!c->paused) {
+        c->paused = true;
+        conn_update_events(c);
+    }
+}
+
 static void conn_maybe_resume(conn *c) {
-    if (c->paused && c->pending < CONN_MAX_PENDING && c->out_bytes < CONN_MAX_OUT_BYTES) {
+    if (c->paused && !conn_full(c)) {
         c->paused = false;
         if (c->rlen > c->rpos) c->frame_start_ms = now_ms(); /* the client wasn't the slow one */
         conn_update_events(c);
+        conn_parse(c); /* frames read before the pause go first */
     }
 }
 
@@ -165,6 +190,7 @@ static void conn_flush(conn *c) {
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!c->stall_ms) c->stall_ms = now_ms();
                 if (!c->want_out) {
                     c->want_out = true;
                     conn_update_events(c);
@@ -175,6 +201,8 @@ static void conn_flush(conn *c) {
             return;
         }
         size_t left = (size_t)w;
+        c->stall_ms = 0; /* the client is taking its answers */
+        atomic_fetch_sub(&c->lp->srv->unsent, (int64_t)w);
         while (left && c->out_head) {
             out_buf *o = c->out_head;
             size_t k = o->len - o->off < left ? o->len - o->off : left;
@@ -220,6 +248,7 @@ static void conn_queue(conn *c, uint8_t *data, size_t len) {
     else c->out_head = o;
     c->out_tail = o;
     c->out_bytes += len;
+    atomic_fetch_add(&c->lp->srv->unsent, (int64_t)len);
 }
 
 /* A connection error: one response with seq 0 and method "", then close. */
@@ -234,6 +263,20 @@ static void conn_error(conn *c, const char *msg) {
     }
     conn_queue(c, f, len);
     if (!c->closed) conn_flush(c);
+}
+
+/* The size a call's answer will have at most, known from the request alone: Read and Echo carry data
+ * back, the rest a few fields. Counting it at dispatch keeps the answers of calls already running
+ * inside --max-conn-unsent too. */
+static size_t expected_reply(method_id m, const frame_parts *p, uint32_t max_chunk) {
+    size_t n = REPLY_OVERHEAD;
+    if (m == M_ECHO) return n + p->body_len;
+    if (m != M_READ) return n;
+    Xfer__V1__ReadRequest *r = xfer__v1__read_request__unpack(mem_pb_allocator(), p->body_len, p->body);
+    if (!r) return n; /* malformed: answered with a short error */
+    n += r->length < max_chunk ? r->length : max_chunk;
+    xfer__v1__read_request__free_unpacked(r, mem_pb_allocator());
+    return n;
 }
 
 /* Hands one complete frame (ownership passes) to the workers; -1 when the connection errored. */
@@ -260,6 +303,8 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     j->len = len;
     j->hdr = hdr;
     j->m = method_lookup(hdr.method, hdr.method_len);
+    j->reserve = expected_reply(j->m, &p, s->cfg.hc.max_chunk);
+    c->reserved += j->reserve;
     j->t0_ns = stats_now_ns();
     c->refs++;
     c->pending++;
@@ -270,10 +315,31 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     s->work_tail = j;
     pthread_cond_signal(&s->wcv);
     pthread_mutex_unlock(&s->wmu);
-    if (c->pending >= CONN_MAX_PENDING && !c->paused) {
-        c->paused = true;
-        conn_update_events(c);
+    if (conn_full(c)) conn_pause(c);
+    return 0;
+}
+
+/* Makes room for more of the frame at rpos (`total` bytes, 0 while unknown): moves it to the front when
+ * it would not fit where it is, and grows the buffer only once received bytes fill it, doubling up to
+ * the frame's size, so a length prefix alone never costs a whole frame. -1 after a connection error. */
+static int conn_make_room(conn *c, size_t total) {
+    size_t have = c->rlen - c->rpos;
+    if (c->rpos && (total > c->rcap - c->rpos || c->rcap - c->rlen < FRAME_PREFIX_LEN)) {
+        memmove(c->rbuf, c->rbuf + c->rpos, have);
+        c->rpos = 0;
+        c->rlen = have;
     }
+    if (c->rlen < c->rcap || total <= c->rcap) return 0;
+    size_t ncap = c->rcap * 2 < total ? c->rcap * 2 : total;
+    uint8_t *nb = mem_alloc(ncap);
+    if (!nb) {
+        conn_error(c, "internal: out of memory for a frame");
+        return -1;
+    }
+    memcpy(nb, c->rbuf, c->rlen);
+    mem_free(c->rbuf);
+    c->rbuf = nb;
+    c->rcap = ncap;
     return 0;
 }
 
@@ -281,6 +347,14 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
 static void conn_parse(conn *c) {
     server *s = c->lp->srv;
     while (!c->closed && !c->closing && c->rpos < c->rlen) {
+        if (atomic_load(&s->draining)) { /* shutting down: frames not yet parsed are not served */
+            c->rpos = c->rlen = 0;
+            break;
+        }
+        if (conn_full(c)) {
+            conn_pause(c);
+            return;
+        }
         size_t total;
         xerr e;
         frame_status st = frame_parse(c->rbuf + c->rpos, c->rlen - c->rpos, s->cfg.max_frame, &total, &e);
@@ -290,29 +364,12 @@ static void conn_parse(conn *c) {
         }
         if (st == FRAME_NEED_MORE) {
             if (!c->frame_start_ms) c->frame_start_ms = now_ms();
-            size_t have = c->rlen - c->rpos;
-            if (total > c->rcap - c->rpos || (c->rpos && c->rcap - c->rlen < FRAME_PREFIX_LEN)) {
-                if (total > c->rcap) { /* an exact buffer for this frame, handed off whole when complete */
-                    uint8_t *nb = mem_alloc(total);
-                    if (!nb) {
-                        conn_error(c, "internal: out of memory for a frame");
-                        return;
-                    }
-                    memcpy(nb, c->rbuf + c->rpos, have);
-                    mem_free(c->rbuf);
-                    c->rbuf = nb;
-                    c->rcap = total;
-                } else {
-                    memmove(c->rbuf, c->rbuf + c->rpos, have);
-                }
-                c->rpos = 0;
-                c->rlen = have;
-            }
+            conn_make_room(c, total);
             return;
         }
         uint8_t *frame;
-        if (c->rpos == 0 && total == c->rlen && c->rcap > CONN_RBUF_SIZE) {
-            frame = c->rbuf; /* zero copy: the exact buffer becomes the request */
+        if (c->rpos == 0 && total == c->rlen && total == c->rcap && c->rcap > CONN_RBUF_SIZE) {
+            frame = c->rbuf; /* zero copy: the buffer grown to exactly this frame becomes the request */
             c->rbuf = mem_alloc(CONN_RBUF_SIZE);
             c->rcap = c->rbuf ? CONN_RBUF_SIZE : 0;
             c->rlen = c->rpos = 0;
@@ -410,7 +467,7 @@ static void loop_take_incoming(loop *lp) {
         job *n = done->next;
         conn *c = done->c;
         c->pending--;
-        atomic_fetch_sub(&stats_inflight, 1);
+        c->reserved -= done->reserve;
         if (c->closed || c->closing || !done->res.frame) {
             mem_free(done->res.frame);
             if (!done->res.frame && !c->closed) conn_close(c); /* no response could be built */
@@ -418,6 +475,8 @@ static void loop_take_incoming(loop *lp) {
             conn_queue(c, done->res.frame, done->res.len);
             if (!c->closed) conn_flush(c);
         }
+        /* after queueing: the drain sees a call in flight or its unsent answer, never neither */
+        atomic_fetch_sub(&stats_inflight, 1);
         if (!c->closed && c->eof && c->pending == 0 && !c->out_head) conn_close(c);
         if (!c->closed && !c->closing && !c->eof) conn_maybe_resume(c);
         conn_unref(c);
@@ -427,10 +486,11 @@ static void loop_take_incoming(loop *lp) {
 }
 
 static void loop_sweep(loop *lp, uint64_t now) {
-    uint64_t limit = lp->srv->cfg.read_timeout_ms;
+    uint64_t limit = lp->srv->cfg.read_timeout_ms, wlimit = lp->srv->cfg.write_timeout_ms;
     for (conn *c = lp->conns, *n; c; c = n) {
         n = c->next;
         if (!c->paused && c->frame_start_ms && now - c->frame_start_ms >= limit) conn_close(c);
+        else if (c->out_head && c->stall_ms && now - c->stall_ms >= wlimit) conn_close(c); /* --write-timeout */
     }
 }
 
@@ -488,7 +548,7 @@ static void *worker_main(void *arg) {
             pthread_cond_wait(&s->wcv, &s->wmu);
         }
         job *j = s->work_head;
-        if (!j) {
+        if (!j || s->workers_stop) { /* at the drain deadline, queued calls are dropped, not run */
             pthread_mutex_unlock(&s->wmu);
             break;
         }
@@ -542,17 +602,22 @@ static void refuse(int fd, uint32_t limit) {
 static void *acceptor_main(void *arg) {
     server *s = arg;
     struct pollfd pf[2] = {{.fd = s->listen_fd, .events = POLLIN}, {.fd = s->stop_fd, .events = POLLIN}};
+    bool pause = false;
     for (;;) {
         mem_thread_flush();
-        int n = poll(pf, 2, -1);
+        /* out of descriptors: wait only for the stop signal, since the listener stays readable */
+        int n = pause ? poll(&pf[1], 1, NET_ACCEPT_PAUSE_MS) : poll(pf, 2, -1);
+        pause = false;
         if (n < 0) {
             if (errno == EINTR) continue;
             break;
         }
         if (pf[1].revents) break;
         for (int k = 0; k < 64; k++) {
-            int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0) break; /* EAGAIN, or a transient error such as EMFILE: poll again */
+            int fd = net_accept(s->listen_fd, &s->spare_fd, s->nofd_frame, s->nofd_len);
+            if (fd == NET_ACCEPT_SHED) continue;
+            pause = fd == NET_ACCEPT_PAUSE;
+            if (fd < 0) break;
             if (atomic_load(&stats_connections) >= (int64_t)s->cfg.max_conns) {
                 refuse(fd, s->cfg.max_conns);
                 continue;
@@ -589,11 +654,13 @@ server *server_start(const server_config *cfg, int frame_fd, char *err, size_t e
     s->cfg = *cfg;
     s->listen_fd = frame_fd;
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    s->spare_fd = net_spare_open();
+    s->nofd_frame = encode_error_frame("", 0, "resource_exhausted: out of file descriptors", &s->nofd_len);
     pthread_mutex_init(&s->wmu, NULL);
     pthread_cond_init(&s->wcv, NULL);
     s->loops = calloc(cfg->io_threads, sizeof *s->loops);
     s->workers = calloc(cfg->workers, sizeof *s->workers);
-    if (s->stop_fd < 0 || !s->loops || !s->workers) {
+    if (s->stop_fd < 0 || !s->loops || !s->workers || s->spare_fd < 0 || !s->nofd_frame) {
         snprintf(err, errlen, "out of memory or eventfd: %s", strerror(errno));
         goto fail_early;
     }
@@ -641,9 +708,9 @@ void server_stop(server *s) {
     close(s->listen_fd);
     /* 2. no new calls; wait for the ones in flight to finish and be written */
     atomic_store(&s->draining, true);
-    uint64_t deadline = now_ms() + SERVER_DRAIN_MS;
-    while (atomic_load(&stats_inflight) > 0 && now_ms() < deadline) usleep(10 * 1000);
-    usleep(20 * 1000); /* give the loops one turn to write the last responses */
+    uint64_t deadline = now_ms() + s->cfg.drain_timeout_ms;
+    while ((atomic_load(&stats_inflight) > 0 || atomic_load(&s->unsent) > 0) && now_ms() < deadline)
+        usleep(10 * 1000);
     /* 3. stop workers, then loops */
     pthread_mutex_lock(&s->wmu);
     s->workers_stop = true;
@@ -681,6 +748,8 @@ void server_stop(server *s) {
         pthread_mutex_destroy(&lp->mu);
     }
     close(s->stop_fd);
+    close(s->spare_fd);
+    mem_free(s->nofd_frame);
     pthread_mutex_destroy(&s->wmu);
     pthread_cond_destroy(&s->wcv);
     free(s->loops);

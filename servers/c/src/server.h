@@ -11,13 +11,10 @@
 
 #include "handlers.h"
 
-#define CONN_RBUF_SIZE (64 * 1024)          /* a connection's read buffer; larger frames get an exact one */
-#define CONN_MAX_PENDING 256                /* calls in flight per connection before reading pauses */
-#define CONN_MAX_OUT_BYTES (32u << 20)      /* unwritten response bytes per connection before reading pauses */
-#define LOOP_TICK_MS 100                    /* how often loops check read timeouts */
+#define CONN_RBUF_SIZE (64 * 1024)          /* a connection's first read buffer; it doubles as a larger frame arrives */
+#define LOOP_TICK_MS 100                    /* how often loops check read and write timeouts */
 #define LOOP_MAX_EVENTS 128
 #define LOOP_READS_PER_EVENT 16             /* recv calls per readiness event, so one client can't starve others */
-#define SERVER_DRAIN_MS 5000                /* calls in flight get this long to finish on shutdown */
 
 typedef struct {
     handler_ctx hc;
@@ -26,6 +23,10 @@ typedef struct {
     uint64_t read_timeout_ms;
     uint32_t io_threads;
     uint32_t workers;
+    uint32_t max_conn_calls;   /* outstanding calls per connection before it stops being read */
+    uint64_t max_conn_unsent;  /* unwritten response bytes per connection before it stops being read */
+    uint64_t write_timeout_ms; /* output that meets a full send buffer this long closes the connection */
+    uint64_t drain_timeout_ms; /* calls in flight at shutdown get this long */
 } server_config;
 
 typedef struct server server;
@@ -33,8 +34,9 @@ typedef struct server server;
 /* Starts every thread on the bound, listening frame_fd (owned by the server from now on). */
 server *server_start(const server_config *cfg, int frame_fd, char *err, size_t errlen);
 
-/* Graceful stop: closes the listener, stops reading new calls, lets calls in flight finish (up to
- * SERVER_DRAIN_MS) and flushes their responses, then joins every thread and frees everything. */
+/* Graceful stop: closes the listener, stops reading new calls, lets calls in flight finish and their
+ * responses be written (up to drain_timeout_ms), then drops the rest, joins every thread and frees
+ * everything. */
 void server_stop(server *s);
 
 #endif

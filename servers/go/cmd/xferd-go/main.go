@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"xferbench/servers/go/internal/config"
 	"xferbench/servers/go/internal/metrics"
@@ -19,9 +18,6 @@ import (
 
 // version is stamped with -ldflags "-X main.version=..." by release builds.
 var version = "0.1.0"
-
-// shutdownGrace is how long calls in flight get after SIGTERM/SIGINT.
-const shutdownGrace = 5 * time.Second
 
 // Exit statuses of PROTOCOL.md's process interface.
 const (
@@ -59,7 +55,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
 		status = exitFailure
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Limits.DrainTimeout)
 	defer cancel()
 	srv.Shutdown(ctx)
 	return status

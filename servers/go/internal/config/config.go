@@ -126,10 +126,16 @@ func (c *Config) register(fs *flag.FlagSet) {
 	sizeVar(fs, &l.MaxFileSize, "max-file-size", "largest declared file size, bytes", math.MaxInt64)
 	size32Var(fs, &l.MaxFrame, "max-frame", "largest frame_len, bytes (also gRPC's message limits)")
 	size32Var(fs, &l.MaxChunk, "max-chunk", "largest chunk size, Read length and Echo payload, bytes")
-	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "open connections, both transports")
+	fs.Func("max-conns", "open connections per listener: a number or auto (default auto: from RLIMIT_NOFILE)", func(s string) error {
+		return parseMaxConns(s, &l.MaxConns)
+	})
 	fs.IntVar(&l.MaxUploads, "max-uploads", l.MaxUploads, "open uploads, server-wide")
 	fs.DurationVar(&l.ReadTimeout, "read-timeout", l.ReadTimeout, "time for a begun frame to arrive whole")
 	fs.DurationVar(&l.UploadIdleTimeout, "upload-idle-timeout", l.UploadIdleTimeout, "an upload with no call for this long is aborted")
+	fs.IntVar(&l.MaxConnCalls, "max-conn-calls", l.MaxConnCalls, "outstanding calls per connection before reading pauses")
+	sizeVar(fs, &l.MaxConnUnsent, "max-conn-unsent", "unwritten response bytes per connection before reading pauses", math.MaxInt64)
+	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "a response the client does not take for this long closes its connection")
+	fs.DurationVar(&l.DrainTimeout, "drain-timeout", l.DrainTimeout, "calls in flight at SIGTERM finish within this, then connections close")
 	window := func(dst *int32) func(string) error {
 		return func(s string) error {
 			v, err := parseSize(s, math.MaxInt32)
@@ -184,7 +190,10 @@ func (c *Config) validate() error {
 	check(strings.ContainsAny(c.Store, " \t\n"), "--store %q: the directory must not contain white space (the startup line is space-separated)", c.Store)
 	check(l.MaxFrame < minMaxFrame, "--max-frame %d: must be at least %d", l.MaxFrame, minMaxFrame)
 	check(l.MaxChunk == 0, "--max-chunk must be at least 1")
-	check(l.MaxConns < 1, "--max-conns %d: must be at least 1", l.MaxConns)
+	check(l.MaxConnCalls < 1, "--max-conn-calls %d: must be at least 1", l.MaxConnCalls)
+	check(l.MaxConnUnsent < 1, "--max-conn-unsent must be at least 1")
+	check(l.WriteTimeout <= 0, "--write-timeout %v: must be positive", l.WriteTimeout)
+	check(l.DrainTimeout < 0, "--drain-timeout %v: must not be negative", l.DrainTimeout)
 	check(l.MaxUploads < 1, "--max-uploads %d: must be at least 1", l.MaxUploads)
 	check(l.ReadTimeout <= 0, "--read-timeout %v: must be positive", l.ReadTimeout)
 	check(l.UploadIdleTimeout <= 0, "--upload-idle-timeout %v: must be positive", l.UploadIdleTimeout)
@@ -195,6 +204,21 @@ func (c *Config) validate() error {
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
+	return nil
+}
+
+// parseMaxConns reads "auto" (limits.AutoConns, resolved at start from
+// RLIMIT_NOFILE) or a positive count.
+func parseMaxConns(s string, dst *int) error {
+	if s == "auto" {
+		*dst = limits.AutoConns
+		return nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		return fmt.Errorf("want auto or a positive integer, got %q", s)
+	}
+	*dst = v
 	return nil
 }
 

@@ -16,7 +16,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.GRPCAddr != DefaultGRPCAddr || c.Limits.MaxFrame != 8<<20 || c.Limits.MaxChunk != 4<<20 ||
 		c.Limits.MaxFileSize != 1<<30 || c.Limits.ReadTimeout != 10*time.Second || !c.Pool ||
-		c.GOGC != nil || c.MemLimit != nil || c.Store != "mem" {
+		c.GOGC != nil || c.MemLimit != nil || c.Store != "mem" || c.Limits.MaxConns != 0 ||
+		c.Limits.MaxConnCalls != 256 || c.Limits.MaxConnUnsent != 32<<20 || c.Limits.DrainTimeout != 5*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -34,11 +35,27 @@ func TestFlagBeatsEnv(t *testing.T) {
 	}
 }
 
+func TestConnFlags(t *testing.T) {
+	c, err := Parse([]string{"--max-conns", "7", "--max-conn-unsent", "1MiB"},
+		env(map[string]string{"XFERD_MAX_CONN_CALLS": "3", "XFERD_DRAIN_TIMEOUT": "250ms"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Limits
+	if l.MaxConns != 7 || l.MaxConnUnsent != 1<<20 || l.MaxConnCalls != 3 || l.DrainTimeout != 250*time.Millisecond {
+		t.Fatalf("got %+v", l)
+	}
+	if c, err = Parse([]string{"--max-conns=auto"}, env(nil), io.Discard); err != nil || c.Limits.MaxConns != 0 {
+		t.Fatalf("auto: %v %+v", err, c)
+	}
+}
+
 func TestBad(t *testing.T) {
 	for _, args := range [][]string{
 		{"--pool", "maybe"}, {"--gogc", "-5"}, {"--memlimit", "1XB"}, {"--max-frame", "4"},
 		{"--store", "s3"}, {"--max-conns", "0"}, {"--read-timeout", "0s"}, {"--nope"},
-		{"--max-frame", "5GiB"}, {"extra"},
+		{"--max-frame", "5GiB"}, {"extra"}, {"--max-conns", "lots"}, {"--max-conn-calls", "0"},
+		{"--write-timeout", "0s"},
 	} {
 		if _, err := Parse(args, env(nil), io.Discard); err == nil {
 			t.Errorf("%v accepted", args)

@@ -30,7 +30,16 @@ const (
 	// the client reads the error instead of a reset.
 	lingerTimeout  = time.Second
 	lingerMaxBytes = 16 << 20
+	// firstFrameBuf is the most a frame buffer starts with; it doubles as
+	// bytes arrive, so a length prefix alone never costs --max-frame.
+	firstFrameBuf = 64 << 10
+	// replyOverhead is what a response adds to its body (prefix, header).
+	replyOverhead = 512
 )
+
+// errConnDead is what writing a response returns after a connection error
+// or a failed write: the answer is dropped, as the protocol requires.
+var errConnDead = errors.New("connection already failed: response dropped")
 
 // Observer receives per-call figures; nil means none.
 type Observer interface {
@@ -48,6 +57,11 @@ type CodecConfig struct {
 	// OnWritten runs after a successful call's reply was encoded, so the
 	// service can release buffers the reply referred to.
 	OnWritten func(reply any)
+	// MaxConnCalls and MaxConnUnsent bound one connection's outstanding
+	// calls and the response bytes they are expected to produce; at either
+	// bound the codec stops reading (PROTOCOL.md "Backpressure"). 0: none.
+	MaxConnCalls  int
+	MaxConnUnsent uint64
 }
 
 // call is what the codec remembers between reading a request and writing
@@ -59,6 +73,7 @@ type call struct {
 	methodErr *errs.Error // the header's call error; net/rpc finds no such method and answers with it
 	start     time.Time
 	buf       *[]byte // the request frame; bodies may alias it
+	reserved  uint64  // response bytes counted against MaxConnUnsent
 }
 
 // ServerCodec is a net/rpc ServerCodec for one connection.
@@ -75,8 +90,16 @@ type ServerCodec struct {
 
 	mu      sync.Mutex
 	pending map[uint64]call
+	// Backpressure, under mu: calls from parse until their response is
+	// written, the bytes reserved for those responses, and whether the
+	// connection stopped (shutdown, close) so a waiting reader gives up.
+	outstanding int
+	unsent      uint64
+	stopped     bool
+	resume      *sync.Cond
 
 	wmu     sync.Mutex // one response at a time on the wire, seq=0 included
+	dead    bool       // under wmu: a connection error went out, nothing may follow
 	linger  bool       // a connection error was sent: drain before closing
 	closeMu sync.Once
 }
@@ -84,17 +107,22 @@ type ServerCodec struct {
 // NewServerCodec wraps conn. closing, once set, makes the codec stop at the
 // next frame boundary (graceful shutdown).
 func NewServerCodec(conn net.Conn, cfg *CodecConfig, closing *atomic.Bool) *ServerCodec {
-	return &ServerCodec{
+	c := &ServerCodec{
 		cfg:     cfg,
 		conn:    conn,
 		br:      bufio.NewReaderSize(conn, readBufSize),
 		closing: closing,
 		pending: make(map[uint64]call),
 	}
+	c.resume = sync.NewCond(&c.mu)
+	return c
 }
 
 // ReadRequestHeader reads one whole frame and decodes its header.
 func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
+	if err := c.awaitRoom(); err != nil {
+		return err
+	}
 	if err := c.awaitFrame(); err != nil {
 		return err
 	}
@@ -102,9 +130,8 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	if err != nil {
 		return err
 	}
-	buf := c.cfg.Pool.Get(int(frameLen - lenSize))
-	if _, err := io.ReadFull(c.br, *buf); err != nil {
-		c.cfg.Pool.Put(buf)
+	buf, err := c.readFrame(int(frameLen - lenSize))
+	if err != nil {
 		return fmt.Errorf("reading a %d-byte frame: %w", frameLen, err)
 	}
 	method, seq, err := DecodeRequestHeader((*buf)[:headerLen])
@@ -116,12 +143,87 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	c.body = (*buf)[headerLen:]
 	c.mu.Lock()
 	c.pending[c.nextID] = call{clientSeq: seq, method: method, methodErr: CheckMethod(method), start: time.Now(), buf: buf}
+	c.outstanding++
 	c.mu.Unlock()
 	r.ServiceMethod, r.Seq = method, c.nextID
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.Started()
 	}
 	return nil
+}
+
+// readFrame reads the n bytes after frame_len into a buffer that starts
+// small and doubles as bytes arrive, up to n.
+func (c *ServerCodec) readFrame(n int) (*[]byte, error) {
+	size := min(n, firstFrameBuf)
+	buf := c.cfg.Pool.Get(size)
+	got := 0
+	for {
+		k, err := io.ReadFull(c.br, (*buf)[got:size])
+		got += k
+		if err != nil {
+			c.cfg.Pool.Put(buf)
+			return nil, err
+		}
+		if size == n {
+			return buf, nil
+		}
+		next := min(2*size, n)
+		nb := c.cfg.Pool.Get(next)
+		copy(*nb, (*buf)[:got])
+		c.cfg.Pool.Put(buf)
+		buf, size = nb, next
+	}
+}
+
+// awaitRoom blocks reading while the connection is at its backpressure
+// bounds; net/rpc starts a goroutine per call read, so this also bounds
+// the goroutines (and their memory) one connection can hold.
+func (c *ServerCodec) awaitRoom() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.stopped && !c.closing.Load() && c.full() {
+		c.resume.Wait()
+	}
+	if c.stopped || c.closing.Load() {
+		return io.EOF
+	}
+	return nil
+}
+
+func (c *ServerCodec) full() bool {
+	return (c.cfg.MaxConnCalls > 0 && c.outstanding >= c.cfg.MaxConnCalls) ||
+		(c.cfg.MaxConnUnsent > 0 && c.unsent >= c.cfg.MaxConnUnsent)
+}
+
+// reserve counts a call's expected response size against MaxConnUnsent
+// as soon as its body says how large the answer will be.
+func (c *ServerCodec) reserve(n uint64) {
+	c.mu.Lock()
+	if cl, ok := c.pending[c.nextID]; ok {
+		cl.reserved += n
+		c.pending[c.nextID] = cl
+		c.unsent += n
+	}
+	c.mu.Unlock()
+}
+
+// release ends a call's backpressure accounting once its response is
+// written (or dropped) and lets a waiting reader go on.
+func (c *ServerCodec) release(reserved uint64) {
+	c.mu.Lock()
+	c.outstanding--
+	c.unsent -= reserved
+	c.mu.Unlock()
+	c.resume.Signal()
+}
+
+// stop wakes a reader waiting for room: the connection is going away.
+func (c *ServerCodec) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.resume.Broadcast()
 }
 
 // awaitFrame waits, with no deadline, for the first byte of the next frame,
@@ -192,7 +294,20 @@ func (c *ServerCodec) ReadRequestBody(x any) error {
 	if err != nil {
 		return errs.New(errs.InvalidArgument, "malformed %s body", typeName(x))
 	}
+	c.reserve(replySize(x))
 	return nil
+}
+
+// replySize is what a request's answer will occupy at most, known from the
+// request alone: Read and Echo carry data back, the rest a few fields.
+func replySize(x any) uint64 {
+	switch m := x.(type) {
+	case *xferv1.ReadRequest:
+		return uint64(m.GetLength()) + replyOverhead
+	case *xferv1.EchoRequest:
+		return uint64(len(m.GetPayload())) + replyOverhead
+	}
+	return replyOverhead
 }
 
 func typeName(x any) string {
@@ -212,6 +327,7 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, reply any) error {
 	if !ok {
 		return fmt.Errorf("response for unknown call %d", r.Seq)
 	}
+	defer c.release(cl.reserved)
 	errStr := rewriteRPCError(r.Error, cl.method)
 	if cl.methodErr != nil {
 		errStr = cl.methodErr.Error()
@@ -273,13 +389,18 @@ func (c *ServerCodec) encodeResponse(seq uint64, method, errStr string, msg prot
 func (c *ServerCodec) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.dead {
+		return errConnDead
+	}
 	if err := c.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
 		return err
 	}
 	if _, err := c.conn.Write(b); err != nil {
 		// A half-written frame leaves the stream unusable: drop the
 		// connection so the reader stops too.
+		c.dead = true
 		_ = c.conn.Close()
+		c.stop()
 		return fmt.Errorf("writing a %d-byte response: %w", len(b), err)
 	}
 	return nil
@@ -288,7 +409,14 @@ func (c *ServerCodec) write(b []byte) error {
 // connError sends the seq=0 response that fails the whole connection and
 // returns err, which ends net/rpc's read loop (it then closes the codec).
 func (c *ServerCodec) connError(err error) error {
-	if werr := WriteConnError(c.conn, &c.wmu, c.cfg.WriteTimeout, err.Error()); werr != nil {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.dead {
+		return err
+	}
+	// Answers of calls still running are never written after this.
+	c.dead = true
+	if werr := WriteConnError(c.conn, nil, c.cfg.WriteTimeout, err.Error()); werr != nil {
 		return fmt.Errorf("%v (and sending it failed: %v)", err, werr)
 	}
 	c.linger = true
@@ -313,6 +441,7 @@ func WriteConnError(conn net.Conn, mu *sync.Mutex, timeout time.Duration, msg st
 // drains what the client still sends, within bounds.
 func (c *ServerCodec) Close() error {
 	var err error
+	c.stop()
 	c.closeMu.Do(func() {
 		if c.linger {
 			LingerClose(c.conn)
@@ -340,4 +469,5 @@ func LingerClose(conn net.Conn) {
 // Interrupt makes a codec blocked between frames return (shutdown).
 func (c *ServerCodec) Interrupt() {
 	_ = c.conn.SetReadDeadline(time.Now()) // a closed conn is already interrupted
+	c.stop()
 }

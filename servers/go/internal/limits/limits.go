@@ -13,10 +13,15 @@ const (
 	DefaultMaxFrame          = 8 << 20
 	DefaultMaxChunk          = 4 << 20
 	DefaultMaxFileSize       = 1 << 30
-	DefaultMaxConns          = 1024
 	DefaultMaxUploads        = 1024
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultUploadIdleTimeout = 60 * time.Second
+	DefaultMaxConnCalls      = 256
+	DefaultMaxConnUnsent     = 32 << 20
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultDrainTimeout      = 5 * time.Second
+	// AutoConns as MaxConns means "derive from RLIMIT_NOFILE" (netx.AutoMaxConns).
+	AutoConns = 0
 	// MaxHeader is fixed by the protocol, not a flag.
 	MaxHeader = 1024
 	// DefaultDownloadChunk is what a gRPC Download with chunk_size 0 uses.
@@ -32,6 +37,10 @@ type Limits struct {
 	MaxUploads        int
 	ReadTimeout       time.Duration
 	UploadIdleTimeout time.Duration
+	MaxConnCalls      int
+	MaxConnUnsent     uint64
+	WriteTimeout      time.Duration
+	DrainTimeout      time.Duration
 }
 
 // Defaults returns PROTOCOL.md's defaults.
@@ -40,10 +49,14 @@ func Defaults() Limits {
 		MaxFrame:          DefaultMaxFrame,
 		MaxChunk:          DefaultMaxChunk,
 		MaxFileSize:       DefaultMaxFileSize,
-		MaxConns:          DefaultMaxConns,
+		MaxConns:          AutoConns,
 		MaxUploads:        DefaultMaxUploads,
 		ReadTimeout:       DefaultReadTimeout,
 		UploadIdleTimeout: DefaultUploadIdleTimeout,
+		MaxConnCalls:      DefaultMaxConnCalls,
+		MaxConnUnsent:     DefaultMaxConnUnsent,
+		WriteTimeout:      DefaultWriteTimeout,
+		DrainTimeout:      DefaultDrainTimeout,
 	}
 }
 

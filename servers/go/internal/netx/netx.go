@@ -1,5 +1,6 @@
-// Package netx holds the listener that enforces --max-conns across both
-// transports and counts open connections.
+// Package netx holds the listener that enforces --max-conns on each
+// transport, counts open connections and survives running out of
+// descriptors.
 package netx
 
 import (
@@ -43,10 +44,13 @@ func (l *Limiter) admit() bool {
 
 // Listener admits connections within the limiter's budget and hands the
 // others to reject, which runs in its own goroutine and must close them.
+// When accept runs out of descriptors, one waiting connection at a time is
+// given to NoFDs (nil: just closed) and dropped; Accept never fails for it.
 type Listener struct {
 	net.Listener
 	lim    *Limiter
 	reject func(net.Conn)
+	NoFDs  func(net.Conn)
 }
 
 // Wrap applies lim to ln.
@@ -58,6 +62,10 @@ func Wrap(ln net.Listener, lim *Limiter, reject func(net.Conn)) *Listener {
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
+		if err != nil && isNoFDs(err) {
+			shed(l.Listener, l.refuseNoFDs)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -65,6 +73,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return &conn{Conn: c, lim: l.lim}, nil
 		}
 		go l.reject(c)
+	}
+}
+
+func (l *Listener) refuseNoFDs(c net.Conn) {
+	if l.NoFDs != nil {
+		l.NoFDs(c)
 	}
 }
 

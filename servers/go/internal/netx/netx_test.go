@@ -51,3 +51,15 @@ func TestLimit(t *testing.T) {
 		t.Fatalf("open = %d", lim.open.Load())
 	}
 }
+
+func TestAutoMaxConns(t *testing.T) {
+	for _, c := range []struct {
+		soft      uint64
+		listeners int
+		want      int
+	}{{1024, 2, 480}, {1024, 1, 960}, {10, 2, 1}, {1 << 30, 1, 65536}} {
+		if got := AutoMaxConns(c.soft, c.listeners); got != c.want {
+			t.Errorf("AutoMaxConns(%d, %d) = %d, want %d", c.soft, c.listeners, got, c.want)
+		}
+	}
+}

@@ -24,6 +24,8 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"max_frame", l.MaxFrame, "max_chunk", l.MaxChunk, "max_file_size", l.MaxFileSize,
 		"max_conns", l.MaxConns, "max_uploads", l.MaxUploads,
 		"read_timeout", l.ReadTimeout, "upload_idle_timeout", l.UploadIdleTimeout,
+		"max_conn_calls", l.MaxConnCalls, "max_conn_unsent", l.MaxConnUnsent,
+		"write_timeout", l.WriteTimeout, "drain_timeout", l.DrainTimeout,
 		"grpc_initial_window_size", c.GRPCInitialWindowSize,
 		"grpc_initial_conn_window_size", c.GRPCInitialConnWindowSize,
 		"grpc_read_buffer_size", c.GRPCReadBufferSize, "grpc_write_buffer_size", c.GRPCWriteBufferSize,

@@ -22,6 +22,7 @@ import (
 	"xferbench/servers/go/internal/errs"
 	"xferbench/servers/go/internal/frame"
 	"xferbench/servers/go/internal/grpcsvc"
+	"xferbench/servers/go/internal/limits"
 	"xferbench/servers/go/internal/metrics"
 	"xferbench/servers/go/internal/netx"
 	"xferbench/servers/go/internal/rpcsvc"
@@ -29,9 +30,12 @@ import (
 )
 
 const (
-	// frameWriteTimeout bounds writing one frame response: a client that
-	// stops reading for this long loses its connection.
-	frameWriteTimeout = 10 * time.Second
+	// connListeners is how many listeners --max-conns applies to, each on
+	// its own (gRPC and frame), for --max-conns auto.
+	connListeners = 2
+	// refuseWriteTimeout bounds writing the seq-0 refusal to a connection
+	// accepted only to be dropped.
+	refuseWriteTimeout = 100 * time.Millisecond
 	// poolSlack lets a Read response (data plus header and field tags) of
 	// the largest chunk still come from the pool.
 	poolSlack = 4096
@@ -55,6 +59,9 @@ type Server struct {
 // Start binds every listener and starts serving; on failure nothing stays
 // open.
 func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
+	if err := reserveDescriptors(cfg); err != nil {
+		return nil, err
+	}
 	st, err := openStore(cfg)
 	if err != nil {
 		return nil, err
@@ -74,9 +81,14 @@ func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 	}
 	pool := bufpool.New(cfg.Pool, int(max(cfg.Limits.MaxFrame, cfg.Limits.MaxChunk))+poolSlack)
 	m := metrics.New(info, pool.Gets, pool.News)
-	lim := netx.NewLimiter(cfg.Limits.MaxConns, m.ConnOpened, m.ConnClosed)
-	s.startGRPC(netx.Wrap(lns[0], lim, rejectGRPC), pool, m)
-	if err := s.startFrame(netx.Wrap(lns[1], lim, rejectFrame(lim.Max())), pool, m); err != nil {
+	// One budget per listener, so a flood on one transport cannot starve the other.
+	grpcLim := netx.NewLimiter(cfg.Limits.MaxConns, m.ConnOpened, m.ConnClosed)
+	frameLim := netx.NewLimiter(cfg.Limits.MaxConns, m.ConnOpened, m.ConnClosed)
+	grpcLn := netx.Wrap(lns[0], grpcLim, rejectGRPC)
+	frameLn := netx.Wrap(lns[1], frameLim, rejectFrame(frameTooMany(frameLim.Max())))
+	frameLn.NoFDs = refuseFrame(errs.New(errs.ResourceExhausted, "out of file descriptors").Error())
+	s.startGRPC(grpcLn, pool, m)
+	if err := s.startFrame(frameLn, pool, m); err != nil {
 		s.grpc.Stop()
 		for _, ln := range lns[1:] {
 			_ = ln.Close() // start failed; the error below says why
@@ -85,6 +97,22 @@ func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 	}
 	s.startAdmin(lns[2], m)
 	return s, nil
+}
+
+// reserveDescriptors raises RLIMIT_NOFILE, resolves --max-conns auto from
+// it and takes the spare descriptor that accept falls back on.
+func reserveDescriptors(cfg *config.Config) error {
+	soft, err := netx.RaiseNoFile()
+	if err != nil {
+		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
+	}
+	if cfg.Limits.MaxConns == limits.AutoConns {
+		cfg.Limits.MaxConns = netx.AutoMaxConns(soft, connListeners)
+	}
+	if err := netx.ReserveSpare(); err != nil {
+		return fmt.Errorf("reserving a spare descriptor: %w", err)
+	}
+	return nil
 }
 
 func openStore(cfg *config.Config) (*store.Store, error) {
@@ -148,12 +176,14 @@ func (s *Server) startFrame(ln net.Listener, pool *bufpool.Pool, m *metrics.Metr
 		return fmt.Errorf("registering the frame service: %w", err)
 	}
 	s.frame = frame.NewServer(rs, &frame.CodecConfig{
-		MaxFrame:     s.cfg.Limits.MaxFrame,
-		ReadTimeout:  s.cfg.Limits.ReadTimeout,
-		WriteTimeout: frameWriteTimeout,
-		Pool:         pool,
-		Observer:     m.For("frame"),
-		OnWritten:    release,
+		MaxFrame:      s.cfg.Limits.MaxFrame,
+		ReadTimeout:   s.cfg.Limits.ReadTimeout,
+		WriteTimeout:  s.cfg.Limits.WriteTimeout,
+		MaxConnCalls:  s.cfg.Limits.MaxConnCalls,
+		MaxConnUnsent: s.cfg.Limits.MaxConnUnsent,
+		Pool:          pool,
+		Observer:      m.For("frame"),
+		OnWritten:     release,
 	})
 	s.frameLn = ln
 	go func() { s.report("frame", s.frame.Serve(ln)) }()
@@ -184,15 +214,26 @@ func (s *Server) Err() <-chan error { return s.errc }
 // carry the reason, so the client sees the connection close.
 func rejectGRPC(c net.Conn) { _ = c.Close() }
 
+func frameTooMany(limit int) string {
+	return errs.New(errs.ResourceExhausted, "too many connections (limit %d)", limit).Error()
+}
+
 // rejectFrame answers a connection over the limit with the seq=0 error.
-func rejectFrame(limit int) func(net.Conn) {
-	msg := errs.New(errs.ResourceExhausted, "too many connections (limit %d)", limit).Error()
+func rejectFrame(msg string) func(net.Conn) {
 	return func(c net.Conn) {
-		if err := frame.WriteConnError(c, nil, frameWriteTimeout, msg); err != nil {
+		if err := frame.WriteConnError(c, nil, refuseWriteTimeout, msg); err != nil {
 			_ = c.Close() // the client went away first
 			return
 		}
 		frame.LingerClose(c)
+	}
+}
+
+// refuseFrame writes the seq=0 error only; the caller closes the connection
+// at once, since it holds the last spare descriptor meanwhile.
+func refuseFrame(msg string) func(net.Conn) {
+	return func(c net.Conn) {
+		_ = frame.WriteConnError(c, nil, refuseWriteTimeout, msg) // best effort: it is being dropped
 	}
 }
 
@@ -212,7 +253,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}()
 	_ = s.frameLn.Close()     // ends Serve; Shutdown below drains connections
 	_ = s.frame.Shutdown(ctx) // on timeout it has closed the stragglers
-	_ = s.admin.Shutdown(ctx) // scrapes are short; timeout leaves nothing to do
+	_ = s.admin.Close()       // the metrics endpoint never delays shutdown, even for a stalled scrape
 	select {
 	case <-grpcDone:
 	case <-ctx.Done():
