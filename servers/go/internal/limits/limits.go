@@ -15,6 +15,9 @@ const (
 	DefaultMaxFileSize       = 1 << 30
 	DefaultMaxConns          = 1024
 	DefaultMaxUploads        = 1024
+	DefaultMaxUploadsPerConn = 64
+	DefaultMaxStagedBytes    = 4 << 30
+	DefaultMinChunk          = 1 << 10
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultUploadIdleTimeout = 60 * time.Second
 	// MaxHeader is fixed by the protocol, not a flag.
@@ -30,6 +33,9 @@ type Limits struct {
 	MaxFileSize       uint64
 	MaxConns          int
 	MaxUploads        int
+	MaxUploadsPerConn int
+	MaxStagedBytes    uint64
+	MinChunk          uint32
 	ReadTimeout       time.Duration
 	UploadIdleTimeout time.Duration
 }
@@ -42,6 +48,9 @@ func Defaults() Limits {
 		MaxFileSize:       DefaultMaxFileSize,
 		MaxConns:          DefaultMaxConns,
 		MaxUploads:        DefaultMaxUploads,
+		MaxUploadsPerConn: DefaultMaxUploadsPerConn,
+		MaxStagedBytes:    DefaultMaxStagedBytes,
+		MinChunk:          DefaultMinChunk,
 		ReadTimeout:       DefaultReadTimeout,
 		UploadIdleTimeout: DefaultUploadIdleTimeout,
 	}
@@ -75,6 +84,16 @@ func (l Limits) CheckChunkSize(n uint32) error {
 func (l Limits) CheckFileSize(n uint64) error {
 	if n > l.MaxFileSize {
 		return errs.New(errs.InvalidArgument, "size %d exceeds limit %d", n, l.MaxFileSize)
+	}
+	return nil
+}
+
+// CheckUploadChunk refuses an upload's chunk size below MinChunk unless one
+// chunk holds the whole file: tiny chunks cost the server bookkeeping per
+// chunk out of all proportion to the bytes they carry.
+func (l Limits) CheckUploadChunk(chunkSize uint32, size uint64) error {
+	if chunkSize < l.MinChunk && uint64(chunkSize) < size {
+		return errs.New(errs.InvalidArgument, "chunk size %d is below the minimum %d for size %d (--min-chunk)", chunkSize, l.MinChunk, size)
 	}
 	return nil
 }
