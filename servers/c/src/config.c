@@ -29,6 +29,9 @@ static const flag flags[] = {
     F("max-chunk", T_U32, max_chunk, "largest chunk / Read length / Echo payload, bytes"),
     F("max-conns", T_U32, max_conns, "open connections"),
     F("max-uploads", T_U32, max_uploads, "open uploads, server-wide"),
+    F("max-uploads-per-conn", T_U32, max_uploads_per_conn, "open uploads begun on one connection"),
+    F("max-staged-bytes", T_U64, max_staged_bytes, "declared sizes of all open uploads, bytes"),
+    F("min-chunk", T_U32, min_chunk, "smallest upload chunk size unless one chunk holds the file, bytes"),
     F("read-timeout", T_DUR, read_timeout_ms, "a begun frame must arrive whole within (10s, 500ms, 2m)"),
     F("upload-idle-timeout", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
     F("io-threads", T_U32, io_threads, "event-loop threads"),
@@ -115,6 +118,9 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     cfg->max_chunk = 4u << 20;
     cfg->max_conns = 1024;
     cfg->max_uploads = 1024;
+    cfg->max_uploads_per_conn = 64;
+    cfg->max_staged_bytes = 4ull << 30;
+    cfg->min_chunk = 1024;
     cfg->read_timeout_ms = 10000;
     cfg->upload_idle_timeout_ms = 60000;
     cfg->io_threads = 2;
@@ -180,6 +186,10 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     }
     if (cfg->max_frame < 64 || cfg->max_chunk < 1 || cfg->max_conns < 1 || cfg->max_uploads < 1) {
         snprintf(err, errlen, "--max-frame must be at least 64; --max-chunk, --max-conns, --max-uploads at least 1");
+        return -1;
+    }
+    if (cfg->max_uploads_per_conn < 1 || cfg->max_staged_bytes < 1 || cfg->min_chunk < 1) {
+        snprintf(err, errlen, "--max-uploads-per-conn, --max-staged-bytes and --min-chunk must be at least 1");
         return -1;
     }
     if (cfg->read_timeout_ms < 1 || cfg->upload_idle_timeout_ms < 1) {

@@ -126,7 +126,7 @@ int handle_request(const handler_ctx *hc, method_id m, const char *method, uint6
                 char q[NAME_MAX_BYTES * 4 + 8];
                 xerr_quote(q, sizeof q, r->name, nl);
                 xerr_set(&e, XERR_INVALID_ARGUMENT, "name %s is reserved for generated content", q);
-            } else if (store_upload_begin(hc->st, r->name, nl, r->size, r->chunk_size, &id, &e) == XERR_OK) {
+            } else if (store_upload_begin_owned(hc->st, hc->conn_id, r->name, nl, r->size, r->chunk_size, &id, &e) == XERR_OK) {
                 Xfer__V1__UploadBeginResponse resp = XFER__V1__UPLOAD_BEGIN_RESPONSE__INIT;
                 resp.upload_id = id;
                 rc = encode_msg(method, seq, &resp.base, out);
