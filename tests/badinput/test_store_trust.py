@@ -157,7 +157,8 @@ def test_start_removes_only_regular_files_directly_in_tmp(name: str, tmp_path: P
     (tmp / "stale.part").write_bytes(b"an upload that never committed")
     (tmp / "sub" / "inner.part").write_bytes(b"not directly in tmp/")
     (tmp / "link.part").symlink_to(secret)
-    with running_server(name, [f"--store=disk:{d}"]):
+    with running_server(name, [f"--store=disk:{d}"]) as s, FrameClient(s.addr("frame"), timeout=30) as c:
+        assert c.echo(b"up") == b"up"  # past start-up (see test_upload_limits.served)
         assert not (tmp / "stale.part").exists()
         assert (tmp / "sub" / "inner.part").read_bytes() == b"not directly in tmp/"
         assert (tmp / "link.part").is_symlink()

@@ -68,7 +68,15 @@ def begin_eventually(addr: str, size: int, chunk: int) -> float:
         time.sleep(0.02)  # poll interval while the server reaps the closed connection
 
 
+def served(s: RunningServer) -> None:
+    """One round trip, so a test stops a server that is past start-up: xferd-go installs its SIGTERM
+    handler only after printing the ready line."""
+    with RawConn(s.addr("frame")) as conn:
+        assert not conn.call("Xfer.Echo", pb.EchoRequest(payload=b"up")).error
+
+
 def test_ready_line_shows_the_limits(limited: RunningServer) -> None:
+    served(limited)
     assert limited.ready["max_uploads_per_conn"] == str(PER_CONN)
     assert limited.ready["max_staged_bytes"] == str(STAGED)
     assert limited.ready["min_chunk"] == str(MIN_CHUNK)
@@ -77,6 +85,7 @@ def test_ready_line_shows_the_limits(limited: RunningServer) -> None:
 def test_limits_from_the_environment(name: str) -> None:
     env = {"XFERD_MAX_UPLOADS_PER_CONN": "7", "XFERD_MAX_STAGED_BYTES": "123456", "XFERD_MIN_CHUNK": "2048"}
     with running_server(name, ["--store=mem"], env) as s:
+        served(s)
         assert (s.ready["max_uploads_per_conn"], s.ready["max_staged_bytes"], s.ready["min_chunk"]) == \
             ("7", "123456", "2048")
 
