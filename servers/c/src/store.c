@@ -302,11 +302,13 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
         snprintf(u->tmp_name, sizeof u->tmp_name, "%016llx.part", (unsigned long long)u->id);
         u->tmp_dir = s->tmp_fd;
         u->fd = openat(s->tmp_fd, u->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (u->fd < 0) {
-            xerr_set(err, XERR_INTERNAL, "creating a staging file: %s", strerror(errno));
+        if (u->fd < 0) { /* out of descriptors is load, not a server fault (PROTOCOL.md "Errors") */
+            int no = errno;
+            xerr_code code = no == EMFILE || no == ENFILE ? XERR_RESOURCE_EXHAUSTED : XERR_INTERNAL;
+            xerr_set(err, code, "creating a staging file: %s", strerror(no));
             u->tmp_name[0] = '\0';
             upload_free(u);
-            return XERR_INTERNAL;
+            return code;
         }
         if (size && ftruncate(u->fd, (off_t)size) != 0) {
             xerr_set(err, XERR_INTERNAL, "sizing a staging file: %s", strerror(errno));

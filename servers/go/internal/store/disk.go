@@ -100,6 +100,9 @@ func (s *diskSource) open(name string) (reader, error) {
 		if isGone(err) {
 			return nil, notFound(name)
 		}
+		if e := fdExhausted(err); e != nil {
+			return nil, e
+		}
 		return nil, errs.New(errs.Internal, "opening %q: %v", name, err)
 	}
 	var st unix.Stat_t

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+
+	"golang.org/x/sys/unix"
+
+	"xferbench/servers/go/internal/errs"
 )
 
 // ioErr strips the file names os wraps around a system error: an internal
@@ -23,4 +27,14 @@ func ioErr(err error) error {
 		return se.Err
 	}
 	return err
+}
+
+// fdExhausted is resource_exhausted when err is the process running out of
+// descriptors (PROTOCOL.md "Errors"): a load problem, not a server fault.
+// nil for any other error.
+func fdExhausted(err error) error {
+	if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+		return errs.New(errs.ResourceExhausted, "out of file descriptors")
+	}
+	return nil
 }

@@ -117,6 +117,9 @@ func (s *Store) BeginOwned(owner uint64, name string, size uint64, chunkSize uin
 		return 0, err
 	}
 	st, err := s.back.stage(id, size, uint64(chunkSize))
+	if e := fdExhausted(err); e != nil {
+		return 0, e
+	}
 	if err != nil {
 		return 0, errs.New(errs.Internal, "staging upload of %q: %v", name, ioErr(err))
 	}
