@@ -159,6 +159,9 @@ func (s *Store) unlist(u *upload) {
 // AbortOwner discards every open upload owner began: called when its
 // connection closes, so the slots and staged bytes come back at once.
 func (s *Store) AbortOwner(owner uint64) {
+	if owner == 0 { // uploads of no connection end only by commit, abort or expiry
+		return
+	}
 	s.mu.Lock()
 	var mine []*upload
 	if s.owned[owner] > 0 {
