@@ -535,8 +535,10 @@ static int take_one(void *ctx, const char *key, size_t klen, void *value) {
     take_ctx *e = ctx;
     upload *u = value;
     if (e->n >= TAKE_BATCH) return 0;
+    /* in use, or not idle long enough; a call may have touched it after `now` was read (last_ms > now:
+     * unsigned now - last_ms would wrap around and expire an upload in active use) */
     if (e->owner ? u->owner != e->owner
-                 : (u->refs != 1 || e->now - u->last_ms < e->timeout)) /* in use, or not idle long enough */
+                 : (u->refs != 1 || u->last_ms > e->now || e->now - u->last_ms < e->timeout))
         return 0;
     account_release(e->s, u);
     e->taken[e->n++] = u;

@@ -428,7 +428,10 @@ static void test_store_limits(store_kind kind) {
     xerr e;
     CHECK(store_upload_begin(s, "m", 1, 5000, 512, &id, &e) == XERR_INVALID_ARGUMENT && strstr(e.msg, "1024") &&
               strstr(e.msg, "--min-chunk"), "min chunk: %s", e.msg);
+    uint64_t before = store_now_ms();
+    usleep(2000);
     CHECK(store_upload_begin(s, "m", 1, 100, 100, &id, &e) == XERR_OK, "one small chunk holds the file: %s", e.msg);
+    CHECK(store_expire(s, before) == 0, "an upload touched after the expiry clock was read is not expired");
     for (int i = 0; i < 2; i++)
         CHECK(store_upload_begin_owned(s, 7, "o", 1, 10, 10, &id, &e) == XERR_OK, "owned %d: %s", i, e.msg);
     CHECK(store_upload_begin_owned(s, 7, "o", 1, 10, 10, &id, &e) == XERR_RESOURCE_EXHAUSTED &&
