@@ -8,6 +8,7 @@ Every test starts its own server with the limits under test, over both servers.
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -179,3 +180,47 @@ def test_grpc_min_chunk(stub: pb_grpc.FileTransferStub) -> None:
 def test_grpc_staged_bytes(stub: pb_grpc.FileTransferStub) -> None:
     err = upload_status(stub, STAGED + 1, MIN_CHUNK)
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and str(STAGED) in (err.details() or "")
+
+
+def probe_begin(stub: pb_grpc.FileTransferStub) -> grpc.StatusCode:
+    """An Upload of a header alone: RESOURCE_EXHAUSTED if the begin is refused, else INVALID_ARGUMENT
+    (the stream ends before its trailer, which aborts the probe's upload at once)."""
+    msgs = [pb.UploadRequest(header=pb.UploadHeader(name="probe.bin", size=10, chunk_size=10))]
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Upload(iter(msgs), timeout=TIMEOUT_S)
+    code = info.value.code()
+    assert code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT), info.value
+    return code  # type: ignore[no-any-return]
+
+
+def probe_until(stub: pb_grpc.FileTransferStub, want: grpc.StatusCode) -> None:
+    t0 = time.monotonic()
+    while probe_begin(stub) != want:
+        assert time.monotonic() - t0 < FREED_WITHIN_S, f"no {want} within {FREED_WITHIN_S}s"
+        time.sleep(0.02)  # poll interval: the held streams' headers reach the server asynchronously
+
+
+@pytest.mark.parametrize("server", GRPC_SERVERS)
+def test_grpc_per_connection_limit(server: str) -> None:
+    """Streams of one gRPC connection share its --max-uploads-per-conn; another connection is not affected."""
+    own = [("grpc.use_local_subchannel_pool", 1)]  # a channel of its own: its own TCP connection
+    release = threading.Event()
+
+    def held() -> Iterator[pb.UploadRequest]:
+        yield pb.UploadRequest(header=pb.UploadHeader(name="held.bin", size=10, chunk_size=10))
+        release.wait(TIMEOUT_S)
+
+    with running_server(server, ["--store=mem", "--max-uploads-per-conn=2"]) as s, \
+            grpc.insecure_channel(s.addr("grpc"), options=own) as hog_ch, \
+            grpc.insecure_channel(s.addr("grpc"), options=own) as other_ch:
+        hog, other = pb_grpc.FileTransferStub(hog_ch), pb_grpc.FileTransferStub(other_ch)
+        streams = [hog.Upload.future(held(), timeout=TIMEOUT_S) for _ in range(2)]
+        try:
+            probe_until(hog, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            assert probe_begin(other) == grpc.StatusCode.INVALID_ARGUMENT
+        finally:
+            release.set()
+        for f in streams:
+            with pytest.raises(grpc.RpcError):
+                f.result(timeout=TIMEOUT_S)
+        probe_until(hog, grpc.StatusCode.INVALID_ARGUMENT)  # the ended streams left nothing behind
