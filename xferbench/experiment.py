@@ -218,6 +218,9 @@ SERVER_SPECS: dict[str, ServerSpec] = {
             "max-frame": _bytes,
             "max-conns": _pos_int,
             "max-uploads": _pos_int,
+            "max-uploads-per-conn": _pos_int,
+            "max-staged-bytes": _bytes,
+            "min-chunk": _bytes,
         },
     ),
     "xferd-c": ServerSpec(
@@ -235,6 +238,9 @@ SERVER_SPECS: dict[str, ServerSpec] = {
             "max-frame": _bytes,
             "max-conns": _pos_int,
             "max-uploads": _pos_int,
+            "max-uploads-per-conn": _pos_int,
+            "max-staged-bytes": _bytes,
+            "min-chunk": _bytes,
         },
     ),
 }

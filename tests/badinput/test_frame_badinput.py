@@ -23,6 +23,8 @@ MAX_FRAME = 8 << 20
 MAX_CHUNK = 4 << 20
 MAX_FILE = 1 << 30
 CHUNK = 65536
+MIN_CHUNK = 1024  # the smallest chunk --min-chunk allows when a file takes more than one
+HALF_A, HALF_B = b"a" * MIN_CHUNK, b"b" * MIN_CHUNK  # a two-chunk file
 
 
 def echo_ok(conn: RawConn, payload: bytes = b"still here") -> None:
@@ -237,13 +239,13 @@ def test_chunk_of_the_wrong_length(raw: RawConn) -> None:
 
 def test_chunk_and_commit_after_commit(raw: RawConn) -> None:
     with raw:
-        uid = begin(raw, "once.bin", 10, 5)
-        assert not chunk(raw, uid, 0, b"01234").error
-        assert not chunk(raw, uid, 5, b"56789").error
-        crc = zlib.crc32(b"0123456789")
+        uid = begin(raw, "once.bin", 2 * MIN_CHUNK, MIN_CHUNK)
+        assert not chunk(raw, uid, 0, HALF_A).error
+        assert not chunk(raw, uid, MIN_CHUNK, HALF_B).error
+        crc = zlib.crc32(HALF_A + HALF_B)
         c = raw.call("Xfer.UploadCommit", fr.UploadCommitRequest(upload_id=uid, crc32=crc))
         assert not c.error, c.error
-        assert_error(chunk(raw, uid, 0, b"01234"), "not_found", str(uid))
+        assert_error(chunk(raw, uid, 0, HALF_A), "not_found", str(uid))
         again = raw.call("Xfer.UploadCommit", fr.UploadCommitRequest(upload_id=uid, crc32=0))
         assert_error(again, "not_found", str(uid))
 
@@ -257,12 +259,12 @@ def test_unknown_upload_id(raw: RawConn) -> None:
 
 def test_commit_before_every_byte_arrived(raw: RawConn) -> None:
     with raw:
-        uid = begin(raw, "incomplete.bin", 10, 5)
-        assert not chunk(raw, uid, 0, b"01234").error
+        uid = begin(raw, "incomplete.bin", 2 * MIN_CHUNK, MIN_CHUNK)
+        assert not chunk(raw, uid, 0, HALF_A).error
         r = raw.call("Xfer.UploadCommit", fr.UploadCommitRequest(upload_id=uid, crc32=0))
-        assert_error(r, "failed_precondition", "5", "10")
+        assert_error(r, "failed_precondition", str(MIN_CHUNK), str(2 * MIN_CHUNK))
         # any failed commit aborts the upload
-        assert_error(chunk(raw, uid, 5, b"56789"), "not_found", str(uid))
+        assert_error(chunk(raw, uid, MIN_CHUNK, HALF_B), "not_found", str(uid))
         assert_error(raw.call("Xfer.Stat", ft.StatRequest(name="incomplete.bin")), "not_found")
 
 
@@ -289,8 +291,8 @@ def test_failed_commit_keeps_the_old_file(raw: RawConn) -> None:
 
 def test_abandoned_upload_leaves_nothing(frame_server: RunningServer) -> None:
     with RawConn(frame_server.addr("frame")) as raw:
-        uid = begin(raw, "abandoned.bin", 10, 5)
-        assert not chunk(raw, uid, 0, b"01234").error
+        uid = begin(raw, "abandoned.bin", 2 * MIN_CHUNK, MIN_CHUNK)
+        assert not chunk(raw, uid, 0, HALF_A).error
     with RawConn(frame_server.addr("frame")) as raw:
         assert_error(raw.call("Xfer.Stat", ft.StatRequest(name="abandoned.bin")), "not_found")
 

@@ -92,7 +92,7 @@ def test_second_header(stub: pb_grpc.FileTransferStub) -> None:
 
 
 def test_chunk_past_declared_size(stub: pb_grpc.FileTransferStub) -> None:
-    err = upload_error(stub, [header("past.bin", 100, 64), chunk(b"a" * 64), chunk(b"b" * 64), trailer(0)])
+    err = upload_error(stub, [header("past.bin", 1500, 1024), chunk(b"a" * 1024), chunk(b"b" * 1024), trailer(0)])
     assert_status(err, grpc.StatusCode.OUT_OF_RANGE)
     assert_not_visible(stub, "past.bin")
 
@@ -104,7 +104,7 @@ def test_extra_chunk_after_the_size(stub: pb_grpc.FileTransferStub) -> None:
 
 
 def test_chunk_of_the_wrong_length(stub: pb_grpc.FileTransferStub) -> None:
-    err = upload_error(stub, [header("short.bin", 100, 64), chunk(b"a" * 10), chunk(b"b" * 90), trailer(0)])
+    err = upload_error(stub, [header("short.bin", 1500, 1024), chunk(b"a" * 10), chunk(b"b" * 1490), trailer(0)])
     assert_status(err, grpc.StatusCode.INVALID_ARGUMENT, "10")
     assert_not_visible(stub, "short.bin")
 
@@ -124,8 +124,8 @@ def test_wrong_crc_keeps_the_old_file(stub: pb_grpc.FileTransferStub) -> None:
 
 
 def test_incomplete_upload(stub: pb_grpc.FileTransferStub) -> None:
-    err = upload_error(stub, [header("incomplete.bin", 10, 5), chunk(b"01234"), trailer(0)])
-    assert_status(err, grpc.StatusCode.FAILED_PRECONDITION, "5", "10")
+    err = upload_error(stub, [header("incomplete.bin", 2048, 1024), chunk(b"a" * 1024), trailer(0)])
+    assert_status(err, grpc.StatusCode.FAILED_PRECONDITION, "1024", "2048")
     assert_not_visible(stub, "incomplete.bin")
 
 

@@ -34,7 +34,9 @@ FRAME_SERVERS = [n for n in selected_servers() if "frame" in SERVERS[n].transpor
 
 @pytest.fixture(params=FRAME_SERVERS)
 def server(request: pytest.FixtureRequest) -> Iterator[RunningServer]:
-    with running_server(request.param, ["--store=mem", f"--upload-idle-timeout={IDLE_TIMEOUT_S}s"]) as s:
+    # --max-staged-bytes lets every hostile client declare its 1 GiB: memory is what is measured here.
+    args = ["--store=mem", f"--upload-idle-timeout={IDLE_TIMEOUT_S}s", f"--max-staged-bytes={ABANDONED * DECLARED}"]
+    with running_server(request.param, args) as s:
         yield s
 
 
@@ -58,14 +60,18 @@ def live_bytes(s: RunningServer) -> float:
     return _metric(s, "xfer_allocator_allocated_bytes")
 
 
-def _abandon_uploads(addr: str) -> None:
-    """Each hostile client declares 1 GiB, sends one chunk and disappears without commit or abort."""
+def _abandon_uploads(addr: str) -> list[RawConn]:
+    """Each hostile client declares 1 GiB, sends one chunk and goes quiet without commit or abort. The
+    connections stay open until the peak is measured: closing one aborts its upload at once."""
     chunk = gen_bytes(CHUNK, 1)
+    conns = []
     for i in range(ABANDONED):
-        with RawConn(addr) as c:
-            upload_id = begin(c, f"abandoned-{i}", DECLARED, CHUNK)
-            r = c.call("Xfer.UploadChunk", frame_pb2.UploadChunkRequest(upload_id=upload_id, offset=0, data=chunk))
-            assert r.error == "", r.error
+        c = RawConn(addr)
+        upload_id = begin(c, f"abandoned-{i}", DECLARED, CHUNK)
+        r = c.call("Xfer.UploadChunk", frame_pb2.UploadChunkRequest(upload_id=upload_id, offset=0, data=chunk))
+        assert r.error == "", r.error
+        conns.append(c)
+    return conns
 
 
 def _send_garbage(addr: str) -> None:
@@ -84,13 +90,15 @@ def test_live_memory_returns_to_baseline(server: RunningServer) -> None:
         assert c.download("warm.bin").bytes == CHUNK * 2
     baseline = live_bytes(server)
 
-    _abandon_uploads(addr)
+    quiet = _abandon_uploads(addr)
     _send_garbage(addr)
     peak = live_bytes(server)
     staged = ABANDONED * CHUNK
     # The measurement must see the hostile clients' data, or its return to baseline proves nothing.
     assert peak >= baseline + staged * 0.75, f"baseline {baseline:.0f} B, peak {peak:.0f} B"
 
+    for c in quiet:  # the clients leave: their uploads go (aborted with their connections)
+        c.close()
     deadline = time.monotonic() + RETURN_DEADLINE_S
     now = peak
     while now > baseline + SLACK and time.monotonic() < deadline:

@@ -55,17 +55,18 @@ def test_read_by_offset(fc: FrameClient) -> None:
 
 
 def test_chunks_in_any_order_and_received_count(fc: FrameClient) -> None:
-    data = os.urandom(5 * 1000 + 1)
+    cs = 1024  # the smallest chunk --min-chunk allows
+    data = os.urandom(5 * cs + 1)
     b = fc.call("Xfer.UploadBegin",
-                fr.UploadBeginRequest(name="anyorder.bin", size=len(data), chunk_size=1000),
+                fr.UploadBeginRequest(name="anyorder.bin", size=len(data), chunk_size=cs),
                 fr.UploadBeginResponse)
     received = []
-    for off in (5000, 2000, 0, 4000, 1000, 3000):
+    for off in (5 * cs, 2 * cs, 0, 4 * cs, cs, 3 * cs):
         r = fc.call("Xfer.UploadChunk",
-                    fr.UploadChunkRequest(upload_id=b.upload_id, offset=off, data=data[off : off + 1000]),
+                    fr.UploadChunkRequest(upload_id=b.upload_id, offset=off, data=data[off : off + cs]),
                     fr.UploadChunkResponse)
         received.append(r.received)
-    assert received == [1, 1001, 2001, 3001, 4001, 5001]
+    assert received == [1 + n * cs for n in range(6)]
     c = fc.call("Xfer.UploadCommit", fr.UploadCommitRequest(upload_id=b.upload_id, crc32=crc32(data)),
                 fr.UploadCommitResponse)
     assert (c.size, c.crc32) == (len(data), crc32(data))
@@ -73,13 +74,14 @@ def test_chunks_in_any_order_and_received_count(fc: FrameClient) -> None:
 
 
 def test_abort_discards(fc: FrameClient) -> None:
-    b = fc.call("Xfer.UploadBegin", fr.UploadBeginRequest(name="aborted.bin", size=10, chunk_size=5),
+    cs = 1024
+    b = fc.call("Xfer.UploadBegin", fr.UploadBeginRequest(name="aborted.bin", size=2 * cs, chunk_size=cs),
                 fr.UploadBeginResponse)
-    fc.call("Xfer.UploadChunk", fr.UploadChunkRequest(upload_id=b.upload_id, offset=0, data=b"12345"),
+    fc.call("Xfer.UploadChunk", fr.UploadChunkRequest(upload_id=b.upload_id, offset=0, data=b"1" * cs),
             fr.UploadChunkResponse)
     fc.call("Xfer.UploadAbort", fr.UploadAbortRequest(upload_id=b.upload_id), fr.UploadAbortResponse)
     with pytest.raises(XferError) as info:
-        fc.call("Xfer.UploadChunk", fr.UploadChunkRequest(upload_id=b.upload_id, offset=5, data=b"67890"),
+        fc.call("Xfer.UploadChunk", fr.UploadChunkRequest(upload_id=b.upload_id, offset=cs, data=b"2" * cs),
                 fr.UploadChunkResponse)
     assert info.value.code == "not_found" and str(b.upload_id) in info.value.message
     with pytest.raises(XferError) as info:
@@ -89,14 +91,15 @@ def test_abort_discards(fc: FrameClient) -> None:
 
 def test_later_commit_wins_whole(fc: FrameClient) -> None:
     """Two uploads of one name, chunks interleaved on the wire: the later commit wins."""
-    a, b = os.urandom(4000), os.urandom(4000)
-    begin = fr.UploadBeginRequest(name="interleaved.bin", size=4000, chunk_size=1000)
+    cs = 1024
+    a, b = os.urandom(4 * cs), os.urandom(4 * cs)
+    begin = fr.UploadBeginRequest(name="interleaved.bin", size=4 * cs, chunk_size=cs)
     ids = [fc.call("Xfer.UploadBegin", begin, fr.UploadBeginResponse).upload_id for _ in range(2)]
     calls = []
-    for off in range(0, 4000, 1000):
+    for off in range(0, 4 * cs, cs):
         for uid, data in zip(ids, (a, b), strict=True):
             calls.append(("Xfer.UploadChunk", fr.UploadChunkRequest(upload_id=uid, offset=off,
-                                                                    data=data[off : off + 1000])))
+                                                                    data=data[off : off + cs])))
     fc.call_many(calls)
     fc.call("Xfer.UploadCommit", fr.UploadCommitRequest(upload_id=ids[1], crc32=crc32(b)))
     assert fc.download("interleaved.bin").data == b

@@ -34,6 +34,9 @@ static const flag flags[] = {
     F("write-timeout", T_DUR, write_timeout_ms, "a response the client does not take for this long closes it"),
     F("drain-timeout", T_DUR, drain_timeout_ms, "calls in flight at SIGTERM finish within this"),
     F("max-uploads", T_U32, max_uploads, "open uploads, server-wide"),
+    F("max-uploads-per-conn", T_U32, max_uploads_per_conn, "open uploads begun on one connection"),
+    F("max-staged-bytes", T_SIZE64, max_staged_bytes, "declared sizes of all open uploads, bytes (or KiB/MiB/GiB)"),
+    F("min-chunk", T_SIZE32, min_chunk, "smallest upload chunk size unless one chunk holds the file, bytes (or KiB/MiB/GiB)"),
     F("read-timeout", T_DUR, read_timeout_ms, "a begun frame must arrive whole within (10s, 500ms, 2m)"),
     F("upload-idle-timeout", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
     F("io-threads", T_U32, io_threads, "event-loop threads"),
@@ -171,6 +174,9 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     cfg->write_timeout_ms = 10000;
     cfg->drain_timeout_ms = 5000;
     cfg->max_uploads = 1024;
+    cfg->max_uploads_per_conn = 64;
+    cfg->max_staged_bytes = 4ull << 30;
+    cfg->min_chunk = 1024;
     cfg->read_timeout_ms = 10000;
     cfg->upload_idle_timeout_ms = 60000;
     cfg->io_threads = 2;
@@ -238,6 +244,10 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         cfg->max_conn_unsent < 1) {
         snprintf(err, errlen, "--max-frame must be at least 64; --max-chunk, --max-uploads, --max-conn-calls, "
                               "--max-conn-unsent at least 1");
+        return -1;
+    }
+    if (cfg->max_uploads_per_conn < 1 || cfg->max_staged_bytes < 1 || cfg->min_chunk < 1) {
+        snprintf(err, errlen, "--max-uploads-per-conn, --max-staged-bytes and --min-chunk must be at least 1");
         return -1;
     }
     if (cfg->read_timeout_ms < 1 || cfg->upload_idle_timeout_ms < 1 || cfg->write_timeout_ms < 1) {

@@ -19,6 +19,9 @@ typedef struct {
     uint32_t max_chunk;
     uint32_t max_conns; /* CONFIG_CONNS_AUTO: from RLIMIT_NOFILE, resolved by main */
     uint32_t max_uploads;
+    uint32_t max_uploads_per_conn;
+    uint64_t max_staged_bytes;
+    uint32_t min_chunk;
     uint64_t read_timeout_ms;
     uint64_t upload_idle_timeout_ms;
     uint32_t io_threads;

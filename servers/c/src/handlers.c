@@ -176,7 +176,7 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
                 char q[XERR_QUOTE_MAX];
                 xerr_quote(q, sizeof q, r->name, nl);
                 xerr_set(&e, XERR_INVALID_ARGUMENT, "name %s is reserved for generated content", q);
-            } else if (store_upload_begin(hc->st, r->name, nl, r->size, r->chunk_size, &id, &e) == XERR_OK) {
+            } else if (store_upload_begin_owned(hc->st, hc->conn_id, r->name, nl, r->size, r->chunk_size, &id, &e) == XERR_OK) {
                 Xfer__V1__UploadBeginResponse resp = XFER__V1__UPLOAD_BEGIN_RESPONSE__INIT;
                 resp.upload_id = id;
                 rc = encode_msg(h, &resp.base, out);

@@ -28,6 +28,7 @@ typedef struct {
     store *st;
     uint64_t max_file_size;
     uint32_t max_chunk;
+    uint64_t conn_id; /* the connection calling, owner of the uploads it begins; 0 for none */
 } handler_ctx;
 
 /* "Xfer.Echo" -> M_ECHO; anything else -> M_UNKNOWN. Byte for byte over len bytes: a NUL never ends a name. */

@@ -71,7 +71,9 @@ int main(int argc, char **argv) {
 
     /* 4. store and listeners */
     store_config sc = {.kind = cfg.store, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk,
-                       .max_uploads = cfg.max_uploads, .upload_idle_timeout_ms = cfg.upload_idle_timeout_ms};
+                       .max_uploads = cfg.max_uploads, .max_uploads_per_conn = cfg.max_uploads_per_conn,
+                       .max_staged_bytes = cfg.max_staged_bytes, .min_chunk = cfg.min_chunk,
+                       .upload_idle_timeout_ms = cfg.upload_idle_timeout_ms};
     snprintf(sc.dir, sizeof sc.dir, "%s", cfg.store_dir);
     store *st = store_open(&sc, err, sizeof err);
     if (!st) return fail(1, "store: %s", err);
@@ -103,12 +105,14 @@ int main(int argc, char **argv) {
     fmt_ms(dt, sizeof dt, cfg.drain_timeout_ms);
     fprintf(stderr,
             "xferd-c ready frame=%s metrics=%s store=%s alloc=%s io_threads=%u workers=%u max_frame=%u "
-            "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u read_timeout=%s upload_idle_timeout=%s "
+            "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u max_uploads_per_conn=%u "
+            "max_staged_bytes=%llu min_chunk=%u read_timeout=%s upload_idle_timeout=%s "
             "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s "
             "malloc=%s malloc_lib=%s version=%s env=%s\n",
             frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.io_threads,
             cfg.workers, cfg.max_frame, cfg.max_chunk, (unsigned long long)cfg.max_file_size, cfg.max_conns,
-            cfg.max_uploads, rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt,
+            cfg.max_uploads, cfg.max_uploads_per_conn, (unsigned long long)cfg.max_staged_bytes, cfg.min_chunk,
+            rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt,
             allocdet_name(impl), lib, XFERD_VERSION, env);
     fflush(stderr);
 

@@ -34,6 +34,7 @@ typedef struct out_buf {
 
 typedef struct conn {
     int fd;
+    uint64_t id; /* owner of the uploads begun on it; never reused */
     loop *lp;
     int refs; /* loop thread only: 1 while open + 1 per call in flight */
     bool closed, closing, paused, want_out, eof; /* closing: after a connection error; eof: peer half-closed */
@@ -112,7 +113,13 @@ static void conn_update_events(conn *c) {
     epoll_ctl(c->lp->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+/* An upload belongs to its connection (PROTOCOL.md "Connections and uploads"): aborted when it closes. */
+static void conn_abort_uploads(conn *c) {
+    if (c->lp) store_upload_abort_owner(c->lp->srv->cfg.hc.st, c->id);
+}
+
 static void conn_free(conn *c) {
+    conn_abort_uploads(c); /* again: an UploadBegin in flight at close may have opened one since */
     mem_free(c->rbuf);
     free(c);
 }
@@ -143,6 +150,7 @@ static void conn_close(conn *c) {
     if (c->next) c->next->prev = c->prev;
     c->lp->nconns--;
     atomic_fetch_sub(&stats_connections, 1);
+    conn_abort_uploads(c); /* at once: its slots and staged bytes are free for others */
     conn_unref(c);
 }
 
@@ -442,7 +450,9 @@ static void loop_take_incoming(loop *lp) {
             close(list->fd);
             atomic_fetch_sub(&stats_connections, 1);
         } else {
+            static _Atomic uint64_t last_conn_id;
             c->fd = list->fd;
+            c->id = atomic_fetch_add(&last_conn_id, 1) + 1;
             c->lp = lp;
             c->refs = 1;
             c->rbuf = rb;
@@ -559,7 +569,9 @@ static void *worker_main(void *arg) {
 
         frame_parts p;
         frame_split(j->frame, j->len, &p);
-        if (handle_request(&s->cfg.hc, j->m, &j->hdr, p.body, p.body_len, &j->res) != 0) {
+        handler_ctx hc = s->cfg.hc;
+        hc.conn_id = j->c->id; /* immutable once the conn is created: safe to read here */
+        if (handle_request(&hc, j->m, &j->hdr, p.body, p.body_len, &j->res) != 0) {
             j->res.frame = NULL;
             j->res.code = XERR_INTERNAL;
         }

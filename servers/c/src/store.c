@@ -18,6 +18,7 @@
 #include "htab.h"
 #include "mem.h"
 #include "names.h"
+#include "storedir.h"
 
 #define STORE_IO_BLOCK (256 * 1024) /* bytes per read when indexing files on disk */
 
@@ -30,11 +31,14 @@ struct store_file {
     uint32_t chunk_size; /* mem */
     size_t nchunks;      /* mem */
     uint8_t **chunks;    /* mem: nchunks buffers from mem_alloc */
-    int fd;              /* disk, else -1 */
+    int fd;              /* disk: the descriptor of one store_file_get, else -1 */
+    dev_t dev;           /* disk index entry: the inode this version is */
+    ino_t ino;
 };
 
 typedef struct upload {
     uint64_t id;
+    uint64_t owner; /* the connection that began it, 0 for none */
     long refs; /* under the store lock: the table's and each call's */
     bool open; /* under u->mu: false once committed, aborted or expired */
     pthread_mutex_t mu;
@@ -47,7 +51,8 @@ typedef struct upload {
     uint32_t *crcs;
     uint8_t **chunks; /* mem */
     int fd;           /* disk */
-    char tmp_path[STORE_PATH_MAX + 64];
+    int tmp_dir;      /* disk: the store's tmp/ descriptor */
+    char tmp_name[32]; /* disk: the staging file in tmp/, "" once renamed */
     uint64_t received;
     uint64_t last_ms;
 } upload;
@@ -57,6 +62,9 @@ struct store {
     pthread_mutex_t mu;
     htab files;   /* name -> store_file* */
     htab uploads; /* 8-byte id -> upload* */
+    htab owned;   /* 8-byte owner -> open uploads it began (as uintptr_t) */
+    uint64_t staged; /* declared sizes of the open uploads */
+    int tmp_fd, files_fd; /* disk: tmp/ and files/, opened once at start */
     uint64_t next_id; /* sequential_ids */
 };
 
@@ -108,10 +116,38 @@ xerr_code store_file_read(const store_file *f, uint64_t offset, uint8_t *dst, si
     return XERR_OK;
 }
 
+/* Opens the committed file an index entry stands for: O_NOFOLLOW (a planted symlink is never followed),
+ * O_NONBLOCK (a planted FIFO never blocks), and it must be the same regular inode of the same size, so
+ * the caller reads that one version or gets NULL (not found). Called under the store lock, which commits
+ * hold while renaming, so the name cannot change between the lookup and the open. */
+static store_file *disk_file_open(store *s, const store_file *ix, const char *name) {
+    int fd = openat(s->files_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    store_file *h = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == ix->dev && st.st_ino == ix->ino &&
+        (uint64_t)st.st_size == ix->size)
+        h = calloc(1, sizeof *h);
+    if (!h) {
+        close(fd);
+        return NULL;
+    }
+    atomic_init(&h->refs, 1);
+    h->size = ix->size;
+    h->crc = ix->crc;
+    h->fd = fd;
+    return h;
+}
+
 store_file *store_file_get(store *s, const char *name, size_t len) {
+    char nm[NAME_MAX_BYTES + 1];
+    if (len > NAME_MAX_BYTES) return NULL;
+    memcpy(nm, name, len);
+    nm[len] = '\0';
     pthread_mutex_lock(&s->mu);
-    store_file *f = htab_get(&s->files, name, len);
-    if (f) atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+    store_file *f = htab_get(&s->files, nm, len);
+    if (f && s->cfg.kind == STORE_DISK) f = disk_file_open(s, f, nm);
+    else if (f) atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
     return f;
 }
@@ -125,7 +161,7 @@ static void upload_free(upload *u) {
     }
     if (u->fd >= 0) {
         close(u->fd);
-        if (u->tmp_path[0]) unlink(u->tmp_path);
+        if (u->tmp_name[0]) unlinkat(u->tmp_dir, u->tmp_name, 0);
     }
     free(u->state);
     free(u->crcs);
@@ -154,6 +190,50 @@ static upload *upload_get(store *s, uint64_t id, xerr *err) {
     return u;
 }
 
+static uintptr_t owned_count(store *s, uint64_t owner) {
+    return (uintptr_t)htab_get(&s->owned, &owner, sizeof owner);
+}
+
+/* Releases what u counted against the limits; store lock held, u just left the table. */
+static void account_release(store *s, upload *u) {
+    s->staged -= u->size;
+    if (!u->owner) return;
+    uintptr_t n = owned_count(s, u->owner);
+    if (n <= 1) htab_del(&s->owned, &u->owner, sizeof u->owner);
+    else htab_put(&s->owned, &u->owner, sizeof u->owner, (void *)(n - 1), NULL); /* replaces: cannot fail */
+}
+
+/* The server-wide, per-connection and staged-bytes limits for a new upload; store lock held. */
+static xerr_code check_room(store *s, uint64_t owner, uint64_t size, xerr *err) {
+    const store_config *c = &s->cfg;
+    if (s->uploads.count >= c->max_uploads)
+        return xerr_set(err, XERR_RESOURCE_EXHAUSTED, "too many open uploads (limit %u)", c->max_uploads);
+    if (owner && c->max_uploads_per_conn && owned_count(s, owner) >= c->max_uploads_per_conn)
+        return xerr_set(err, XERR_RESOURCE_EXHAUSTED,
+                        "too many open uploads on this connection (limit %u, --max-uploads-per-conn)",
+                        c->max_uploads_per_conn);
+    uint64_t room = c->max_staged_bytes > s->staged ? c->max_staged_bytes - s->staged : 0;
+    if (c->max_staged_bytes && size > room)
+        return xerr_set(err, XERR_RESOURCE_EXHAUSTED, "staged bytes %llu + size %llu exceed limit %llu (--max-staged-bytes)",
+                        (unsigned long long)s->staged, (unsigned long long)size,
+                        (unsigned long long)c->max_staged_bytes);
+    return XERR_OK;
+}
+
+/* Adds u to the table and counts it against the limits; store lock held. -1 when out of memory. */
+static int upload_list(store *s, upload *u) {
+    if (htab_put(&s->uploads, &u->id, sizeof u->id, u, NULL) != 0) return -1;
+    if (u->owner) {
+        uintptr_t n = owned_count(s, u->owner);
+        if (htab_put(&s->owned, &u->owner, sizeof u->owner, (void *)(n + 1), NULL) != 0) {
+            htab_del(&s->uploads, &u->id, sizeof u->id);
+            return -1;
+        }
+    }
+    s->staged += u->size;
+    return 0;
+}
+
 /* Removes u from the table (once) and drops the table's reference. Call with u->mu held and u->open
  * just set false. */
 static void upload_remove(store *s, upload *u) {
@@ -161,6 +241,7 @@ static void upload_remove(store *s, upload *u) {
     upload *t = htab_get(&s->uploads, &u->id, sizeof u->id);
     if (t == u) {
         htab_del(&s->uploads, &u->id, sizeof u->id);
+        account_release(s, u);
         u->refs--; /* the table's; the caller still holds one, so this never reaches 0 */
     }
     pthread_mutex_unlock(&s->mu);
@@ -168,11 +249,20 @@ static void upload_remove(store *s, upload *u) {
 
 xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t size, uint32_t chunk_size,
                              uint64_t *id, xerr *err) {
+    return store_upload_begin_owned(s, 0, name, len, size, chunk_size, id, err);
+}
+
+xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, size_t len, uint64_t size,
+                                   uint32_t chunk_size, uint64_t *id, xerr *err) {
     if (size > s->cfg.max_file_size)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "size %llu exceeds limit %llu", (unsigned long long)size,
                         (unsigned long long)s->cfg.max_file_size);
     if (chunk_size == 0 || chunk_size > s->cfg.max_chunk)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk size %u is not in 1 ... %u", chunk_size, s->cfg.max_chunk);
+    /* tiny chunks cost bookkeeping per chunk out of all proportion to their bytes */
+    if (chunk_size < s->cfg.min_chunk && chunk_size < size)
+        return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk size %u is below the minimum %u for size %llu (--min-chunk)",
+                        chunk_size, s->cfg.min_chunk, (unsigned long long)size);
     uint64_t nchunks = size / chunk_size + (size % chunk_size ? 1 : 0);
     if (nchunks > STORE_MAX_CHUNKS)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk size %u gives %llu chunks for size %llu, limit %u",
@@ -181,6 +271,7 @@ xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t si
     if (!u) return xerr_set(err, XERR_INTERNAL, "out of memory opening an upload");
     pthread_mutex_init(&u->mu, NULL);
     u->fd = -1;
+    u->owner = owner;
     u->open = true;
     u->refs = 1;
     memcpy(u->name, name, len);
@@ -207,29 +298,32 @@ xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t si
             return xerr_set(err, XERR_INTERNAL, "getrandom failed: %s", strerror(errno));
         }
     }
-    if (s->cfg.kind == STORE_DISK) {
-        snprintf(u->tmp_path, sizeof u->tmp_path, "%s/tmp/%016llx.part", s->cfg.dir, (unsigned long long)u->id);
-        u->fd = open(u->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (u->fd < 0) {
-            xerr_set(err, XERR_INTERNAL, "creating %s: %s", u->tmp_path, strerror(errno));
-            u->tmp_path[0] = '\0';
+    if (s->cfg.kind == STORE_DISK) { /* errors name no server path (PROTOCOL.md "Errors") */
+        snprintf(u->tmp_name, sizeof u->tmp_name, "%016llx.part", (unsigned long long)u->id);
+        u->tmp_dir = s->tmp_fd;
+        u->fd = openat(s->tmp_fd, u->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (u->fd < 0) { /* out of descriptors is load, not a server fault (PROTOCOL.md "Errors") */
+            int no = errno;
+            xerr_code code = no == EMFILE || no == ENFILE ? XERR_RESOURCE_EXHAUSTED : XERR_INTERNAL;
+            xerr_set(err, code, "creating a staging file: %s", strerror(no));
+            u->tmp_name[0] = '\0';
             upload_free(u);
-            return XERR_INTERNAL;
+            return code;
         }
         if (size && ftruncate(u->fd, (off_t)size) != 0) {
-            xerr_set(err, XERR_INTERNAL, "sizing %s: %s", u->tmp_path, strerror(errno));
+            xerr_set(err, XERR_INTERNAL, "sizing a staging file: %s", strerror(errno));
             upload_free(u);
             return XERR_INTERNAL;
         }
     }
     u->last_ms = store_now_ms();
     pthread_mutex_lock(&s->mu);
-    if (s->uploads.count >= s->cfg.max_uploads) {
+    if (check_room(s, owner, size, err) != XERR_OK) {
         pthread_mutex_unlock(&s->mu);
         upload_free(u);
-        return xerr_set(err, XERR_RESOURCE_EXHAUSTED, "too many open uploads (limit %u)", s->cfg.max_uploads);
+        return err->code;
     }
-    if (htab_put(&s->uploads, &u->id, sizeof u->id, u, NULL) != 0) {
+    if (upload_list(s, u) != 0) {
         pthread_mutex_unlock(&s->mu);
         upload_free(u);
         return xerr_set(err, XERR_INTERNAL, "out of memory registering an upload");
@@ -359,20 +453,7 @@ xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *siz
     f->size = u->size;
     f->crc = (uint32_t)c;
     f->fd = -1;
-    char final_path[STORE_PATH_MAX + NAME_MAX_BYTES + 16];
-    if (s->cfg.kind == STORE_DISK) {
-        snprintf(final_path, sizeof final_path, "%s/files/%s", s->cfg.dir, u->name);
-        if (rename(u->tmp_path, final_path) != 0) {
-            rc = xerr_set(err, XERR_INTERNAL, "renaming %s to %s: %s", u->tmp_path, final_path, strerror(errno));
-            free(f);
-            upload_close_locked(s, u);
-            pthread_mutex_unlock(&u->mu);
-            goto out;
-        }
-        u->tmp_path[0] = '\0'; /* nothing to unlink any more */
-        f->fd = u->fd;         /* the descriptor follows the renamed inode */
-        u->fd = -1;
-    } else {
+    if (s->cfg.kind == STORE_MEM) {
         f->chunk_size = u->chunk_size;
         f->nchunks = u->nchunks;
         f->chunks = u->chunks;
@@ -380,17 +461,37 @@ xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *siz
         u->nchunks = 0;
     }
     u->open = false;
-    /* publish: one step under the store lock; the later commit wins whole */
+    /* publish: one step under the store lock, the disk rename included, so store_file_get never finds the
+     * new inode under the old index entry; the later commit wins whole */
+    int rename_errno = 0;
+    struct stat st;
     pthread_mutex_lock(&s->mu);
+    if (s->cfg.kind == STORE_DISK) {
+        if (fstat(u->fd, &st) != 0 || renameat(s->tmp_fd, u->tmp_name, s->files_fd, u->name) != 0) {
+            rename_errno = errno;
+        } else {
+            u->tmp_name[0] = '\0'; /* nothing to unlink any more; upload_free closes the descriptor */
+            f->dev = st.st_dev;
+            f->ino = st.st_ino;
+        }
+    }
     void *old = NULL;
-    int put = htab_put(&s->files, u->name, u->name_len, f, &old);
+    int put = rename_errno ? 0 : htab_put(&s->files, u->name, u->name_len, f, &old);
     upload *t = htab_get(&s->uploads, &u->id, sizeof u->id);
     if (t == u) {
         htab_del(&s->uploads, &u->id, sizeof u->id);
+        account_release(s, u);
         u->refs--;
     }
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&u->mu);
+    if (rename_errno) { /* the name, never a server path (PROTOCOL.md "Errors") */
+        char q[NAME_MAX_BYTES * 4 + 8];
+        xerr_quote(q, sizeof q, u->name, u->name_len);
+        free(f);
+        rc = xerr_set(err, XERR_INTERNAL, "committing %s: %s", q, strerror(rename_errno));
+        goto out;
+    }
     if (put != 0) {
         file_free(f);
         rc = xerr_set(err, XERR_INTERNAL, "out of memory publishing %s", u->name);
@@ -416,41 +517,70 @@ xerr_code store_upload_abort(store *s, uint64_t id, xerr *err) {
     return rc;
 }
 
-typedef struct {
-    uint64_t now, timeout;
-    upload *expired[64];
-    size_t n;
-} expire_ctx;
+#define TAKE_BATCH 64
 
-static int expire_one(void *ctx, const char *key, size_t klen, void *value) {
+/* Picks uploads out of the table: idle ones (expiry), or, when owner is nonzero, every one that owner
+ * began (its connection closed). */
+typedef struct {
+    store *s;
+    uint64_t now, timeout;
+    uint64_t owner;
+    upload *taken[TAKE_BATCH];
+    size_t n;
+} take_ctx;
+
+static int take_one(void *ctx, const char *key, size_t klen, void *value) {
     (void)key;
     (void)klen;
-    expire_ctx *e = ctx;
+    take_ctx *e = ctx;
     upload *u = value;
-    if (e->n >= sizeof e->expired / sizeof e->expired[0]) return 0;
-    if (u->refs != 1 || e->now - u->last_ms < e->timeout) return 0; /* in use, or not idle long enough */
-    e->expired[e->n++] = u;
-    return 1; /* removed from the table; its reference passes to expired[] */
+    if (e->n >= TAKE_BATCH) return 0;
+    /* in use, or not idle long enough; a call may have touched it after `now` was read (last_ms > now:
+     * unsigned now - last_ms would wrap around and expire an upload in active use) */
+    if (e->owner ? u->owner != e->owner
+                 : (u->refs != 1 || u->last_ms > e->now || e->now - u->last_ms < e->timeout))
+        return 0;
+    account_release(e->s, u);
+    e->taken[e->n++] = u;
+    return 1; /* removed from the table; its reference passes to taken[] */
 }
 
-size_t store_expire(store *s, uint64_t now_ms) {
+/* Closes every upload take_one picks, a batch per lock hold; returns how many. */
+static size_t take_all(store *s, const take_ctx *want) {
     size_t total = 0;
-    for (int round = 0; round < 1024; round++) { /* bounded: 64 per round */
-        expire_ctx e = {.now = now_ms, .timeout = s->cfg.upload_idle_timeout_ms, .n = 0};
+    for (int round = 0; round < 1024; round++) { /* bounded */
+        take_ctx e = *want;
+        e.s = s;
+        e.n = 0;
         pthread_mutex_lock(&s->mu);
-        htab_sweep(&s->uploads, expire_one, &e);
+        htab_sweep(&s->uploads, take_one, &e);
         pthread_mutex_unlock(&s->mu);
         for (size_t i = 0; i < e.n; i++) {
-            upload *u = e.expired[i];
+            upload *u = e.taken[i];
             pthread_mutex_lock(&u->mu);
             u->open = false;
             pthread_mutex_unlock(&u->mu);
             upload_unref(s, u);
         }
         total += e.n;
-        if (e.n < sizeof e.expired / sizeof e.expired[0]) break;
+        if (e.n < TAKE_BATCH) break;
     }
     return total;
+}
+
+size_t store_expire(store *s, uint64_t now_ms) {
+    take_ctx e = {.now = now_ms, .timeout = s->cfg.upload_idle_timeout_ms};
+    return take_all(s, &e);
+}
+
+void store_upload_abort_owner(store *s, uint64_t owner) {
+    if (!owner) return;
+    pthread_mutex_lock(&s->mu);
+    uintptr_t n = owned_count(s, owner);
+    pthread_mutex_unlock(&s->mu);
+    if (!n) return; /* the common case: a connection that left nothing open */
+    take_ctx e = {.owner = owner};
+    take_all(s, &e);
 }
 
 size_t store_open_uploads(store *s) {
@@ -469,72 +599,39 @@ size_t store_file_count(store *s) {
 
 /* ---- open / close ---- */
 
-static int mkdir_p1(const char *path, char *err, size_t errlen) {
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "creating %s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static int index_disk(store *s, char *err, size_t errlen) {
-    char path[STORE_PATH_MAX + NAME_MAX_BYTES + 8];
-    snprintf(path, sizeof path, "%s/tmp", s->cfg.dir);
-    DIR *d = opendir(path);
-    if (!d) {
-        snprintf(err, errlen, "opening %s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/tmp/%s", s->cfg.dir, de->d_name);
-        unlink(path); /* leftovers of uploads that never committed */
-    }
-    closedir(d);
-    snprintf(path, sizeof path, "%s/files", s->cfg.dir);
-    d = opendir(path);
-    if (!d) {
-        snprintf(err, errlen, "opening %s: %s", path, strerror(errno));
-        return -1;
-    }
+    int fd = openat(s->files_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
     uint8_t *buf = malloc(STORE_IO_BLOCK);
-    int rc = buf ? 0 : -1;
-    if (!buf) snprintf(err, errlen, "out of memory indexing %s", path);
+    if (!d || !buf) {
+        snprintf(err, errlen, "indexing %s/files: %s", s->cfg.dir, buf ? strerror(errno) : "out of memory");
+        if (d) closedir(d);
+        else if (fd >= 0) close(fd);
+        free(buf);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL) {
         xerr e;
         size_t nl = strlen(de->d_name);
+        storedir_entry ent;
         if (!name_valid(de->d_name, nl, &e) || name_is_gen(de->d_name, nl)) continue;
-        snprintf(path, sizeof path, "%s/files/%s", s->cfg.dir, de->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            if (fd >= 0) close(fd);
-            continue;
-        }
-        uLong c = crc32(0L, Z_NULL, 0);
-        uint64_t total = 0;
-        ssize_t n;
-        while ((n = read(fd, buf, STORE_IO_BLOCK)) > 0) {
-            c = crc32(c, buf, (uInt)n);
-            total += (uint64_t)n;
-        }
+        if (storedir_read_entry(s->files_fd, de->d_name, buf, STORE_IO_BLOCK, &ent) != 0) continue; /* not served */
         store_file *f = calloc(1, sizeof *f);
-        if (n < 0 || !f) {
+        void *old = NULL;
+        if (!f || htab_put(&s->files, de->d_name, nl, f, &old) != 0) {
             free(f);
-            close(fd);
+            snprintf(err, errlen, "out of memory indexing %s/files", s->cfg.dir);
+            rc = -1;
             continue;
         }
         atomic_init(&f->refs, 1);
-        f->size = total;
-        f->crc = (uint32_t)c;
-        f->fd = fd;
-        void *old = NULL;
-        if (htab_put(&s->files, de->d_name, nl, f, &old) != 0) {
-            file_free(f);
-            snprintf(err, errlen, "out of memory indexing %s", path);
-            rc = -1;
-        }
+        f->size = ent.size;
+        f->crc = ent.crc;
+        f->fd = -1;
+        f->dev = ent.dev;
+        f->ino = ent.ino;
         store_file_release(old);
     }
     free(buf);
@@ -549,23 +646,20 @@ store *store_open(const store_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     s->cfg = *cfg;
+    s->tmp_fd = s->files_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
-    if (htab_init(&s->files) != 0 || htab_init(&s->uploads) != 0) {
+    if (htab_init(&s->files) != 0 || htab_init(&s->uploads) != 0 || htab_init(&s->owned) != 0) {
         snprintf(err, errlen, "out of memory");
         store_close(s);
         return NULL;
     }
-    if (cfg->kind == STORE_DISK) {
-        char path[STORE_PATH_MAX + 64];
-        snprintf(path, sizeof path, "%s/tmp", cfg->dir);
-        if (mkdir_p1(cfg->dir, err, errlen) || mkdir_p1(path, err, errlen)) goto fail;
-        snprintf(path, sizeof path, "%s/files", cfg->dir);
-        if (mkdir_p1(path, err, errlen) || index_disk(s, err, errlen)) goto fail;
+    if (cfg->kind == STORE_DISK && (storedir_open(cfg->dir, &s->tmp_fd, &s->files_fd, err, errlen) ||
+                                    storedir_clean_tmp(s->tmp_fd, cfg->dir, err, errlen) ||
+                                    index_disk(s, err, errlen))) {
+        store_close(s);
+        return NULL;
     }
     return s;
-fail:
-    store_close(s);
-    return NULL;
 }
 
 static int drop_file(void *ctx, const char *key, size_t klen, void *value) {
@@ -591,6 +685,9 @@ void store_close(store *s) {
         htab_sweep(&s->uploads, drop_upload, NULL);
         htab_free(&s->uploads);
     }
+    if (s->owned.buckets) htab_free(&s->owned); /* values are counts, not pointers */
+    if (s->tmp_fd >= 0) close(s->tmp_fd);
+    if (s->files_fd >= 0) close(s->files_fd);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

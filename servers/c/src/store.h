@@ -3,8 +3,11 @@
  *
  * mem: a file is its chunk buffers (taken over from the decoded requests, no copy); commit is a
  *      pointer swap under the store lock.
- * disk: uploads are staged in DIR/tmp/<id>.part and renamed into DIR/files/<name> on commit; a
- *      committed file keeps its open descriptor, so readers holding it see one version.
+ * disk: uploads are staged in DIR/tmp/<id>.part and renamed into DIR/files/<name> on commit, through
+ *      descriptors of tmp/ and files/ opened once (a symlink swapped in later redirects nothing). No
+ *      descriptor is kept per committed file: each store_file_get opens the file by name under the
+ *      store lock, with O_NOFOLLOW, and checks it is the indexed inode, so a reader sees one version
+ *      (PROTOCOL.md "The disk store's directory").
  * Every chunk's CRC-32 is computed when it arrives; commit combines them (zlib crc32_combine). */
 #ifndef XFERD_STORE_H
 #define XFERD_STORE_H
@@ -26,6 +29,9 @@ typedef struct {
     uint64_t max_file_size;
     uint32_t max_chunk;
     uint32_t max_uploads;
+    uint32_t max_uploads_per_conn; /* 0: no limit (unit tests, fuzzer) */
+    uint64_t max_staged_bytes;     /* declared sizes of all open uploads; 0: no limit */
+    uint32_t min_chunk;            /* unless one chunk holds the file; 0: none */
     uint64_t upload_idle_timeout_ms;
     int sequential_ids; /* fuzzing/tests only: ids 1, 2, 3 ... instead of random ones */
 } store_config;
@@ -33,13 +39,16 @@ typedef struct {
 typedef struct store store;
 typedef struct store_file store_file;
 
-/* Opens the store (disk: creates DIR/tmp and DIR/files, empties DIR/tmp, indexes DIR/files).
+/* Opens the store (disk: creates DIR/tmp and DIR/files, refusing either if it is a symlink, not a
+ * directory or owned by another user; removes the regular files directly in DIR/tmp; indexes the
+ * regular files of DIR/files).
  * Returns NULL with a message in err on failure. */
 store *store_open(const store_config *cfg, char *err, size_t errlen);
 /* Frees everything; no call may be in flight. */
 void store_close(store *s);
 
-/* A reference to the committed file of that name, or NULL (not found). Release with store_file_release. */
+/* A reference to the committed file of that name, or NULL (not found; on disk also when the name no
+ * longer holds the indexed regular file). Release with store_file_release: on disk it holds a descriptor. */
 store_file *store_file_get(store *s, const char *name, size_t len);
 void store_file_release(store_file *f);
 uint64_t store_file_size(const store_file *f);
@@ -50,6 +59,12 @@ xerr_code store_file_read(const store_file *f, uint64_t offset, uint8_t *dst, si
 /* The name must already be valid and not gen:. Checks size and chunk_size against the limits. */
 xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t size, uint32_t chunk_size,
                              uint64_t *id, xerr *err);
+/* The same for an upload owned by a connection (owner != 0): it counts against max_uploads_per_conn and
+ * store_upload_abort_owner discards it. */
+xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, size_t len, uint64_t size,
+                                   uint32_t chunk_size, uint64_t *id, xerr *err);
+/* Aborts every open upload owner began: its connection closed (PROTOCOL.md "Connections and uploads"). */
+void store_upload_abort_owner(store *s, uint64_t owner);
 /* Stores one chunk. *data was allocated with mem_alloc; when the store keeps it (mem store), *data is
  * set to NULL and the store frees it later. *received: distinct bytes stored so far. */
 xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **data, size_t len,

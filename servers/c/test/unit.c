@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -409,6 +410,96 @@ static void test_store_kind(store_kind kind) {
     }
 }
 
+/* Per-connection uploads, staged bytes, the minimum chunk: counted at begin, released at commit, abort,
+ * expiry and the owner's close. */
+static void test_store_limits(store_kind kind) {
+    char dir[] = "/tmp/xferd-c-unit-XXXXXX";
+    store_config cfg = {.kind = kind, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 10,
+                        .max_uploads_per_conn = 2, .max_staged_bytes = 10000, .min_chunk = 1024,
+                        .upload_idle_timeout_ms = 50};
+    if (kind == STORE_DISK) {
+        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+        snprintf(cfg.dir, sizeof cfg.dir, "%s/store", dir);
+    }
+    char err[256];
+    store *s = store_open(&cfg, err, sizeof err);
+    CHECK(s != NULL, "store_open: %s", err);
+    if (!s) return;
+    uint64_t id, big, rcv;
+    xerr e;
+    CHECK(store_upload_begin(s, "m", 1, 5000, 512, &id, &e) == XERR_INVALID_ARGUMENT && strstr(e.msg, "1024") &&
+              strstr(e.msg, "--min-chunk"), "min chunk: %s", e.msg);
+    uint64_t before = store_now_ms();
+    usleep(2000);
+    CHECK(store_upload_begin(s, "m", 1, 100, 100, &id, &e) == XERR_OK, "one small chunk holds the file: %s", e.msg);
+    CHECK(store_expire(s, before) == 0, "an upload touched after the expiry clock was read is not expired");
+    for (int i = 0; i < 2; i++)
+        CHECK(store_upload_begin_owned(s, 7, "o", 1, 10, 10, &id, &e) == XERR_OK, "owned %d: %s", i, e.msg);
+    CHECK(store_upload_begin_owned(s, 7, "o", 1, 10, 10, &id, &e) == XERR_RESOURCE_EXHAUSTED &&
+              strstr(e.msg, "limit 2") && strstr(e.msg, "--max-uploads-per-conn"), "per conn: %s", e.msg);
+    CHECK(store_upload_begin_owned(s, 8, "o", 1, 10, 10, &id, &e) == XERR_OK, "another owner: %s", e.msg);
+    store_upload_abort_owner(s, 7);
+    CHECK(store_open_uploads(s) == 2, "the owner's uploads aborted, the others kept");
+    CHECK(store_upload_begin_owned(s, 7, "o", 1, 10, 10, &id, &e) == XERR_OK, "owner has room again: %s", e.msg);
+    /* staged: 100 + 10 + 10 open */
+    CHECK(store_upload_begin(s, "b", 1, 9000, 1024, &big, &e) == XERR_OK, "big: %s", e.msg);
+    CHECK(store_upload_begin(s, "c", 1, 1000, 1024, &id, &e) == XERR_RESOURCE_EXHAUSTED &&
+              strstr(e.msg, "10000") && strstr(e.msg, "--max-staged-bytes"), "staged: %s", e.msg);
+    CHECK(store_upload_abort(s, big, &e) == XERR_OK, "abort big");
+    CHECK(store_upload_begin(s, "c", 1, 1000, 1024, &id, &e) == XERR_OK, "released by abort: %s", e.msg);
+    uint32_t crc;
+    CHECK(store_upload_commit(s, id, 0, &rcv, &crc, &e) == XERR_FAILED_PRECONDITION, "failed commit");
+    CHECK(store_upload_begin(s, "d", 1, 10000 - 120, 4096, &big, &e) == XERR_OK,
+          "released by the failed commit: all but 120 bytes free: %s", e.msg);
+    usleep(80 * 1000);
+    CHECK(store_expire(s, store_now_ms()) == 4 && store_open_uploads(s) == 0, "idle expiry");
+    CHECK(store_upload_begin_owned(s, 8, "o", 1, 10, 10, &id, &e) == XERR_OK &&
+              store_upload_begin_owned(s, 8, "o", 1, 10, 10, &id, &e) == XERR_OK &&
+              store_upload_begin(s, "e", 1, 9980, 4096, &id, &e) == XERR_OK,
+          "expiry released the slots and the bytes: %s", e.msg);
+    store_close(s);
+    if (kind == STORE_DISK) {
+        char cmd[64];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0, "cleanup");
+    }
+}
+
+/* The disk store refuses a symlinked tmp/ and never names a server path in a call's error. */
+static void test_store_disk_trust(void) {
+    char dir[] = "/tmp/xferd-c-unit-XXXXXX", path[256], target[256];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    store_config cfg = {.kind = STORE_DISK, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 4,
+                        .upload_idle_timeout_ms = 60000};
+    snprintf(cfg.dir, sizeof cfg.dir, "%s/store", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    snprintf(path, sizeof path, "%s/store/tmp", dir);
+    CHECK(mkdir(target, 0755) == 0 && mkdir(cfg.dir, 0755) == 0 && symlink(target, path) == 0, "setup");
+    char err[512] = "";
+    store *s = store_open(&cfg, err, sizeof err);
+    CHECK(s == NULL && strstr(err, "symlink"), "symlinked tmp refused: %s", err);
+    store_close(s);
+    CHECK(unlink(path) == 0, "unlink");
+    s = store_open(&cfg, err, sizeof err);
+    CHECK(s != NULL, "store_open: %s", err);
+    if (s) {
+        uint64_t id, rcv;
+        uint32_t crc;
+        xerr e;
+        CHECK(store_upload_begin(s, "gone", 4, 3, 3, &id, &e) == XERR_OK, "begin");
+        CHECK(put_chunk(s, id, (const uint8_t *)"abc", 0, 3, &rcv, &e) == XERR_OK, "chunk");
+        snprintf(path, sizeof path, "%s/store/tmp/%016llx.part", dir, (unsigned long long)id);
+        CHECK(unlink(path) == 0, "staged file removed under the store");
+        CHECK(store_upload_commit(s, id, (uint32_t)crc32(0, (const Bytef *)"abc", 3), &rcv, &crc, &e) ==
+                      XERR_INTERNAL &&
+                  strstr(e.msg, "\"gone\"") && !strchr(e.msg, '/'),
+              "internal error names no path: %s", e.msg);
+        store_close(s);
+    }
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    CHECK(system(path) == 0, "cleanup");
+}
+
 /* ---------- handlers ---------- */
 
 static handler_result call(const handler_ctx *hc, const char *method, uint64_t seq, const ProtobufCMessage *req) {
@@ -610,6 +701,9 @@ int main(int argc, char **argv) {
     test_names();
     test_store_kind(STORE_MEM);
     test_store_kind(STORE_DISK);
+    test_store_limits(STORE_MEM);
+    test_store_limits(STORE_DISK);
+    test_store_disk_trust();
     test_handlers();
     test_pool();
     failures += edges_run(vdir, &checks);

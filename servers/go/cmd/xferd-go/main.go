@@ -44,10 +44,11 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintln(os.Stderr, srv.ReadyLine(version, gogc, memlimit))
-
+	// Handle SIGTERM before announcing readiness: a client may stop the server as soon as it reads the line.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Fprintln(os.Stderr, srv.ReadyLine(version, gogc, memlimit))
+
 	status := exitOK
 	select {
 	case <-sigs:

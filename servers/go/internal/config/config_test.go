@@ -68,3 +68,23 @@ func TestBad(t *testing.T) {
 		t.Error("memlimit off")
 	}
 }
+
+func TestUploadLimits(t *testing.T) {
+	c, err := Parse([]string{"--min-chunk", "4KiB"},
+		env(map[string]string{"XFERD_MAX_UPLOADS_PER_CONN": "8", "XFERD_MAX_STAGED_BYTES": "1GiB", "XFERD_MIN_CHUNK": "1"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Limits; l.MaxUploadsPerConn != 8 || l.MaxStagedBytes != 1<<30 || l.MinChunk != 4<<10 {
+		t.Fatalf("got %+v", l)
+	}
+	d, _ := Parse(nil, env(nil), io.Discard)
+	if l := d.Limits; l.MaxUploadsPerConn != 64 || l.MaxStagedBytes != 4<<30 || l.MinChunk != 1<<10 {
+		t.Fatalf("defaults %+v", l)
+	}
+	for _, args := range [][]string{{"--max-uploads-per-conn", "0"}, {"--max-staged-bytes", "0"}, {"--min-chunk", "0"}} {
+		if _, err := Parse(args, env(nil), io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

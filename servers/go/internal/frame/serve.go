@@ -18,7 +18,7 @@ const (
 
 // Server serves the frame protocol: one net/rpc ServeCodec per connection.
 type Server struct {
-	rpc     *rpc.Server
+	perConn func() (*rpc.Server, func(), error)
 	cfg     *CodecConfig
 	closing atomic.Bool
 
@@ -29,7 +29,14 @@ type Server struct {
 
 // NewServer serves rpcServer's services with cfg.
 func NewServer(rpcServer *rpc.Server, cfg *CodecConfig) *Server {
-	return &Server{rpc: rpcServer, cfg: cfg, codecs: make(map[*ServerCodec]struct{})}
+	return NewConnServer(func() (*rpc.Server, func(), error) { return rpcServer, func() {}, nil }, cfg)
+}
+
+// NewConnServer serves each connection with the rpc.Server perConn makes
+// for it, and calls the hook perConn returns once that connection's calls
+// are all answered and it is closed.
+func NewConnServer(perConn func() (*rpc.Server, func(), error), cfg *CodecConfig) *Server {
+	return &Server{perConn: perConn, cfg: cfg, codecs: make(map[*ServerCodec]struct{})}
 }
 
 // Serve accepts connections until ln closes; it returns nil when the close
@@ -56,6 +63,11 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 func (s *Server) serveConn(conn net.Conn) {
+	rs, done, err := s.perConn()
+	if err != nil {
+		_ = conn.Close() // cannot serve it; registration failing is a bug, not the client's doing
+		return
+	}
 	c := NewServerCodec(conn, s.cfg, &s.closing)
 	s.mu.Lock()
 	s.codecs[c] = struct{}{}
@@ -63,7 +75,8 @@ func (s *Server) serveConn(conn net.Conn) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		s.rpc.ServeCodec(c) // returns after in-flight calls answered; closes c
+		rs.ServeCodec(c) // returns after in-flight calls answered; closes c
+		done()
 		s.mu.Lock()
 		delete(s.codecs, c)
 		s.mu.Unlock()

@@ -67,7 +67,7 @@ func (s *Service) Upload(stream xferv1.FileTransfer_UploadServer) error {
 	if hdr == nil {
 		return errs.New(errs.InvalidArgument, "first message must be an UploadHeader")
 	}
-	id, err := s.store.Begin(hdr.Name, hdr.Size, hdr.ChunkSize)
+	id, err := s.store.BeginOwned(connOwner(stream.Context()), hdr.Name, hdr.Size, hdr.ChunkSize)
 	if err != nil {
 		return err
 	}

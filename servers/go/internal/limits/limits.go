@@ -14,6 +14,9 @@ const (
 	DefaultMaxChunk          = 4 << 20
 	DefaultMaxFileSize       = 1 << 30
 	DefaultMaxUploads        = 1024
+	DefaultMaxUploadsPerConn = 64
+	DefaultMaxStagedBytes    = 4 << 30
+	DefaultMinChunk          = 1 << 10
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultUploadIdleTimeout = 60 * time.Second
 	DefaultMaxConnCalls      = 256
@@ -35,6 +38,9 @@ type Limits struct {
 	MaxFileSize       uint64
 	MaxConns          int
 	MaxUploads        int
+	MaxUploadsPerConn int
+	MaxStagedBytes    uint64
+	MinChunk          uint32
 	ReadTimeout       time.Duration
 	UploadIdleTimeout time.Duration
 	MaxConnCalls      int
@@ -51,6 +57,9 @@ func Defaults() Limits {
 		MaxFileSize:       DefaultMaxFileSize,
 		MaxConns:          AutoConns,
 		MaxUploads:        DefaultMaxUploads,
+		MaxUploadsPerConn: DefaultMaxUploadsPerConn,
+		MaxStagedBytes:    DefaultMaxStagedBytes,
+		MinChunk:          DefaultMinChunk,
 		ReadTimeout:       DefaultReadTimeout,
 		UploadIdleTimeout: DefaultUploadIdleTimeout,
 		MaxConnCalls:      DefaultMaxConnCalls,
@@ -88,6 +97,16 @@ func (l Limits) CheckChunkSize(n uint32) error {
 func (l Limits) CheckFileSize(n uint64) error {
 	if n > l.MaxFileSize {
 		return errs.New(errs.InvalidArgument, "size %d exceeds limit %d", n, l.MaxFileSize)
+	}
+	return nil
+}
+
+// CheckUploadChunk refuses an upload's chunk size below MinChunk unless one
+// chunk holds the whole file: tiny chunks cost the server bookkeeping per
+// chunk out of all proportion to the bytes they carry.
+func (l Limits) CheckUploadChunk(chunkSize uint32, size uint64) error {
+	if chunkSize < l.MinChunk && uint64(chunkSize) < size {
+		return errs.New(errs.InvalidArgument, "chunk size %d is below the minimum %d for size %d (--min-chunk)", chunkSize, l.MinChunk, size)
 	}
 	return nil
 }

@@ -3,6 +3,10 @@
 package rpcsvc
 
 import (
+	"fmt"
+	"net/rpc"
+	"sync/atomic"
+
 	"xferbench/servers/go/gen/xferv1"
 	"xferbench/servers/go/internal/bufpool"
 	"xferbench/servers/go/internal/limits"
@@ -23,18 +27,38 @@ type Xfer struct {
 	pool   *bufpool.Pool
 	leases *bufpool.Leases
 	bytes  Bytes
+
+	owner  uint64         // the connection this copy serves; 0 in the template
+	owners *atomic.Uint64 // the last owner id handed out, shared by all copies
 }
 
 // New makes the service and the hook the codec calls after writing a
 // reply (it returns pooled Read buffers).
 func New(st *store.Store, lim limits.Limits, pool *bufpool.Pool, bytes Bytes) (*Xfer, func(reply any)) {
-	x := &Xfer{store: st, lim: lim, pool: pool, leases: bufpool.NewLeases(pool), bytes: bytes}
+	x := &Xfer{store: st, lim: lim, pool: pool, leases: bufpool.NewLeases(pool), bytes: bytes, owners: new(atomic.Uint64)}
 	return x, x.leases.Release
+}
+
+// PerConn returns what frame.NewConnServer calls for each connection: an
+// rpc.Server whose service knows its connection (net/rpc methods are not
+// told which connection called them), and the hook to run once the
+// connection is done, which aborts the uploads it left open
+// (PROTOCOL.md: an upload belongs to its connection).
+func PerConn(x *Xfer, service string) func() (*rpc.Server, func(), error) {
+	return func() (*rpc.Server, func(), error) {
+		c := *x
+		c.owner = x.owners.Add(1)
+		rs := rpc.NewServer()
+		if err := rs.RegisterName(service, &c); err != nil {
+			return nil, nil, fmt.Errorf("registering the frame service: %w", err)
+		}
+		return rs, func() { x.store.AbortOwner(c.owner) }, nil
+	}
 }
 
 // UploadBegin opens an upload.
 func (x *Xfer) UploadBegin(req *xferv1.UploadBeginRequest, resp *xferv1.UploadBeginResponse) error {
-	id, err := x.store.Begin(req.Name, req.Size, req.ChunkSize)
+	id, err := x.store.BeginOwned(x.owner, req.Name, req.Size, req.ChunkSize)
 	if err != nil {
 		return err
 	}

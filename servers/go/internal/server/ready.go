@@ -23,6 +23,7 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"gogc", gogc, "memlimit", memlimit,
 		"max_frame", l.MaxFrame, "max_chunk", l.MaxChunk, "max_file_size", l.MaxFileSize,
 		"max_conns", l.MaxConns, "max_uploads", l.MaxUploads,
+		"max_uploads_per_conn", l.MaxUploadsPerConn, "max_staged_bytes", l.MaxStagedBytes, "min_chunk", l.MinChunk,
 		"read_timeout", l.ReadTimeout, "upload_idle_timeout", l.UploadIdleTimeout,
 		"max_conn_calls", l.MaxConnCalls, "max_conn_unsent", l.MaxConnUnsent,
 		"write_timeout", l.WriteTimeout, "drain_timeout", l.DrainTimeout,

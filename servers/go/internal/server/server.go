@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/rpc"
 	"time"
 
 	"google.golang.org/grpc"
@@ -171,11 +170,11 @@ func (s *Server) startGRPC(ln net.Listener, pool *bufpool.Pool, m *metrics.Metri
 
 func (s *Server) startFrame(ln net.Listener, pool *bufpool.Pool, m *metrics.Metrics) error {
 	svc, release := rpcsvc.New(s.store, s.cfg.Limits, pool, m)
-	rs := rpc.NewServer()
-	if err := rs.RegisterName(frame.Service, svc); err != nil {
-		return fmt.Errorf("registering the frame service: %w", err)
+	perConn := rpcsvc.PerConn(svc, frame.Service)
+	if _, _, err := perConn(); err != nil { // fail at start, not per connection
+		return err
 	}
-	s.frame = frame.NewServer(rs, &frame.CodecConfig{
+	s.frame = frame.NewConnServer(perConn, &frame.CodecConfig{
 		MaxFrame:      s.cfg.Limits.MaxFrame,
 		ReadTimeout:   s.cfg.Limits.ReadTimeout,
 		WriteTimeout:  s.cfg.Limits.WriteTimeout,

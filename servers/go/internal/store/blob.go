@@ -2,7 +2,6 @@ package store
 
 import (
 	"io"
-	"sync/atomic"
 
 	"xferbench/servers/go/internal/content"
 	"xferbench/servers/go/internal/errs"
@@ -14,41 +13,32 @@ type Info struct {
 	CRC  uint32
 }
 
-// source is the bytes of one committed file version.
+// source is one committed file version. open gives a reader of exactly
+// that version, or not_found when it is gone; the store calls it under its
+// lock. The disk store opens a descriptor per call instead of keeping one
+// per file, so the number of files stored never limits connections.
 type source interface {
+	open(name string) (reader, error)
+}
+
+// reader reads one version for one call; Close releases its descriptor.
+type reader interface {
 	io.ReaderAt
 	Close() error
 }
 
-// blob is one committed version of a file. The store holds one reference;
-// each open Handle holds another; the source closes when the last goes, so
-// a replaced disk file stays readable by downloads already under way.
+// blob is one committed version of a file, as the index holds it.
 type blob struct {
 	info Info
 	src  source
-	refs atomic.Int64
-}
-
-func newBlob(info Info, src source) *blob {
-	b := &blob{info: info, src: src}
-	b.refs.Store(1)
-	return b
-}
-
-func (b *blob) acquire() { b.refs.Add(1) }
-
-func (b *blob) release() {
-	if b.refs.Add(-1) == 0 {
-		_ = b.src.Close() // a read-only source: nothing to lose on close
-	}
 }
 
 // Handle reads one file version; Close it when done.
 type Handle struct {
 	Name string
 	Info
-	blob *blob       // nil for generated content
-	gen  content.Gen // used when blob is nil
+	r   reader      // nil for generated content
+	gen content.Gen // used when r is nil
 }
 
 // CheckOffset refuses an offset past the end (offset = size reads empty).
@@ -64,21 +54,21 @@ func (h *Handle) CheckOffset(off uint64) error {
 func (h *Handle) ReadAt(p []byte, off uint64) (int, error) {
 	n := int(min(uint64(len(p)), h.Size-off))
 	p = p[:n]
-	if h.blob == nil {
+	if h.r == nil {
 		h.gen.Fill(p, off)
 		return n, nil
 	}
-	got, err := h.blob.src.ReadAt(p, int64(off))
+	got, err := h.r.ReadAt(p, int64(off))
 	if got < n {
-		return got, errs.New(errs.Internal, "reading %q at offset %d: %v", h.Name, off, err)
+		return got, errs.New(errs.Internal, "reading %q at offset %d: %v", h.Name, off, ioErr(err))
 	}
 	return n, nil
 }
 
 // Close releases the version.
 func (h *Handle) Close() {
-	if h.blob != nil {
-		h.blob.release()
-		h.blob = nil
+	if h.r != nil {
+		_ = h.r.Close() // read-only: nothing to lose on close
+		h.r = nil
 	}
 }

@@ -14,6 +14,8 @@ type memBackend struct{}
 
 func (memBackend) describe() string { return "mem" }
 
+func (memBackend) close() {}
+
 func (memBackend) stage(_, size, chunkSize uint64) (stager, error) {
 	return &memStager{chunkSize: chunkSize, size: size, chunks: make(map[uint64][]byte)}, nil
 }
@@ -80,5 +82,8 @@ func (m *memSource) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// open returns the source itself: memory needs no descriptor.
+func (m *memSource) open(string) (reader, error) { return m, nil }
 
 func (m *memSource) Close() error { return nil }

@@ -29,6 +29,9 @@ type backend interface {
 	// when there is none.
 	load(name string) (Info, source, error)
 	describe() string
+	// close releases what the backend holds open (the disk store's
+	// directory descriptors); no call may follow.
+	close()
 }
 
 // Store is safe for concurrent use.
@@ -40,6 +43,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	uploads map[uint64]*upload
+	owned   map[uint64]int // open uploads per owning connection (owner 0: none)
+	staged  uint64         // declared sizes of the open uploads
 	files   map[string]*blob
 
 	stop chan struct{}
@@ -53,6 +58,7 @@ func newStore(lim limits.Limits, back backend) *Store {
 		gen:     newGenCache(),
 		now:     time.Now,
 		uploads: make(map[uint64]*upload),
+		owned:   make(map[uint64]int),
 		files:   make(map[string]*blob),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -77,10 +83,18 @@ func (s *Store) Close() {
 	for _, u := range open {
 		s.drop(u)
 	}
+	s.back.close()
 }
 
-// Begin opens an upload and returns its id.
+// Begin opens an upload belonging to no connection and returns its id.
 func (s *Store) Begin(name string, size uint64, chunkSize uint32) (uint64, error) {
+	return s.BeginOwned(0, name, size, chunkSize)
+}
+
+// BeginOwned opens an upload owned by a connection (owner != 0): it counts
+// against that connection's --max-uploads-per-conn and AbortOwner discards
+// it when the connection closes.
+func (s *Store) BeginOwned(owner uint64, name string, size uint64, chunkSize uint32) (uint64, error) {
 	if err := validateUploadName(name); err != nil {
 		return 0, err
 	}
@@ -90,23 +104,77 @@ func (s *Store) Begin(name string, size uint64, chunkSize uint32) (uint64, error
 	if err := s.lim.CheckChunkSize(chunkSize); err != nil {
 		return 0, err
 	}
+	if err := s.lim.CheckUploadChunk(chunkSize, size); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.uploads) >= s.lim.MaxUploads {
-		return 0, errs.New(errs.ResourceExhausted, "too many open uploads (limit %d)", s.lim.MaxUploads)
+	if err := s.checkRoom(owner, size); err != nil {
+		return 0, err
 	}
 	id, err := s.newID()
 	if err != nil {
 		return 0, err
 	}
 	st, err := s.back.stage(id, size, uint64(chunkSize))
-	if err != nil {
-		return 0, errs.New(errs.Internal, "staging upload of %q: %v", name, err)
+	if e := fdExhausted(err); e != nil {
+		return 0, e
 	}
-	u := &upload{id: id, name: name, size: size, chunkSize: uint64(chunkSize), st: st, slots: make(map[uint64]slot)}
+	if err != nil {
+		return 0, errs.New(errs.Internal, "staging upload of %q: %v", name, ioErr(err))
+	}
+	u := &upload{id: id, owner: owner, name: name, size: size, chunkSize: uint64(chunkSize), st: st, slots: make(map[uint64]slot)}
 	u.touch(s.now())
 	s.uploads[id] = u
+	s.owned[owner]++
+	s.staged += size
 	return id, nil
+}
+
+// checkRoom applies the server-wide, per-connection and staged-bytes
+// limits to a new upload; s.mu is held.
+func (s *Store) checkRoom(owner, size uint64) error {
+	if len(s.uploads) >= s.lim.MaxUploads {
+		return errs.New(errs.ResourceExhausted, "too many open uploads (limit %d)", s.lim.MaxUploads)
+	}
+	if owner != 0 && s.owned[owner] >= s.lim.MaxUploadsPerConn {
+		return errs.New(errs.ResourceExhausted, "too many open uploads on this connection (limit %d, --max-uploads-per-conn)", s.lim.MaxUploadsPerConn)
+	}
+	if size > s.lim.MaxStagedBytes-min(s.staged, s.lim.MaxStagedBytes) {
+		return errs.New(errs.ResourceExhausted, "staged bytes %d + size %d exceed limit %d (--max-staged-bytes)", s.staged, size, s.lim.MaxStagedBytes)
+	}
+	return nil
+}
+
+// unlist removes u from the open set and releases what it counted
+// against the limits; s.mu is held.
+func (s *Store) unlist(u *upload) {
+	delete(s.uploads, u.id)
+	if s.owned[u.owner]--; s.owned[u.owner] <= 0 {
+		delete(s.owned, u.owner)
+	}
+	s.staged -= u.size
+}
+
+// AbortOwner discards every open upload owner began: called when its
+// connection closes, so the slots and staged bytes come back at once.
+func (s *Store) AbortOwner(owner uint64) {
+	if owner == 0 { // uploads of no connection end only by commit, abort or expiry
+		return
+	}
+	s.mu.Lock()
+	var mine []*upload
+	if s.owned[owner] > 0 {
+		for _, u := range s.uploads {
+			if u.owner == owner {
+				mine = append(mine, u)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, u := range mine {
+		s.drop(u)
+	}
 }
 
 // newID draws an unguessable, non-zero, unused id; s.mu is held.
@@ -184,12 +252,9 @@ func (s *Store) publish(u *upload, info Info) error {
 	defer s.mu.Unlock()
 	src, err := u.st.Publish(u.name)
 	if err != nil {
-		return errs.New(errs.Internal, "committing %q: %v", u.name, err)
+		return errs.New(errs.Internal, "committing %q: %v", u.name, ioErr(err))
 	}
-	if old, ok := s.files[u.name]; ok {
-		old.release()
-	}
-	s.files[u.name] = newBlob(info, src)
+	s.files[u.name] = &blob{info: info, src: src}
 	return nil
 }
 
@@ -211,7 +276,7 @@ func (s *Store) detach(u *upload) bool {
 		return false
 	}
 	s.mu.Lock()
-	delete(s.uploads, u.id)
+	s.unlist(u)
 	s.mu.Unlock()
 	return true
 }
@@ -277,25 +342,31 @@ func (s *Store) Open(name string) (*Handle, error) {
 		}
 		return &Handle{Name: name, Info: Info{Size: g.Size, CRC: s.gen.crc(g)}, gen: g}, nil
 	}
-	if h := s.openCommitted(name); h != nil {
-		return h, nil
+	if h, err := s.openCommitted(name); h != nil || err != nil {
+		return h, err
 	}
 	return s.openStored(name)
 }
 
-func (s *Store) openCommitted(name string) *Handle {
+// openCommitted opens the indexed version of name under s.mu, so no commit
+// can replace the file between the lookup and the open; nil when the
+// index has no such name.
+func (s *Store) openCommitted(name string) (*Handle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.files[name]
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	b.acquire()
-	return &Handle{Name: name, Info: b.info, blob: b}
+	r, err := b.src.open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Handle{Name: name, Info: b.info, r: r}, nil
 }
 
-// openStored loads a file left by an earlier run (disk store), computing its
-// CRC outside the lock; a commit that raced ahead wins.
+// openStored indexes a file left by an earlier run (disk store), computing
+// its CRC outside the lock; a commit that raced ahead wins.
 func (s *Store) openStored(name string) (*Handle, error) {
 	info, src, err := s.back.load(name)
 	if err != nil {
@@ -303,17 +374,14 @@ func (s *Store) openStored(name string) (*Handle, error) {
 	}
 	s.mu.Lock()
 	if _, ok := s.files[name]; !ok {
-		s.files[name] = newBlob(info, src)
-		src = nil
+		s.files[name] = &blob{info: info, src: src}
 	}
 	s.mu.Unlock()
-	if src != nil {
-		_ = src.Close() // read-only, superseded by a concurrent commit
+	h, err := s.openCommitted(name)
+	if h == nil && err == nil {
+		err = notFound(name)
 	}
-	if h := s.openCommitted(name); h != nil {
-		return h, nil
-	}
-	return nil, notFound(name)
+	return h, err
 }
 
 // Stat describes a file.

@@ -32,6 +32,14 @@ func eachStore(t *testing.T, lim limits.Limits, f func(t *testing.T, s *Store)) 
 	})
 }
 
+// geometry is the default limits without --min-chunk, for tests about
+// chunk geometry that use small chunks to stay short.
+func geometry() limits.Limits {
+	lim := limits.Defaults()
+	lim.MinChunk = 1
+	return lim
+}
+
 func wantCode(t *testing.T, err error, code errs.Code) {
 	t.Helper()
 	var e *errs.Error
@@ -127,7 +135,7 @@ func TestEmptyFile(t *testing.T) {
 }
 
 func TestCRCMismatchLeavesNothing(t *testing.T) {
-	eachStore(t, limits.Defaults(), func(t *testing.T, s *Store) {
+	eachStore(t, geometry(), func(t *testing.T, s *Store) {
 		data := pattern(5000, 2)
 		id := sendFile(t, s, "b.bin", data, 1000)
 		_, err := s.Commit(id, crc32.ChecksumIEEE(data)^1)
@@ -143,7 +151,7 @@ func TestCRCMismatchLeavesNothing(t *testing.T) {
 }
 
 func TestIncompleteCommitAborts(t *testing.T) {
-	eachStore(t, limits.Defaults(), func(t *testing.T, s *Store) {
+	eachStore(t, geometry(), func(t *testing.T, s *Store) {
 		id, _ := s.Begin("c.bin", 3000, 1000)
 		if _, err := s.Chunk(id, 1000, pattern(1000, 0)); err != nil {
 			t.Fatal(err)
@@ -156,7 +164,7 @@ func TestIncompleteCommitAborts(t *testing.T) {
 }
 
 func TestAbort(t *testing.T) {
-	eachStore(t, limits.Defaults(), func(t *testing.T, s *Store) {
+	eachStore(t, geometry(), func(t *testing.T, s *Store) {
 		data := pattern(100, 3)
 		id := sendFile(t, s, "d.bin", data, 64)
 		if err := s.Abort(id); err != nil {
@@ -171,7 +179,7 @@ func TestAbort(t *testing.T) {
 }
 
 func TestChunkRules(t *testing.T) {
-	eachStore(t, limits.Defaults(), func(t *testing.T, s *Store) {
+	eachStore(t, geometry(), func(t *testing.T, s *Store) {
 		id, _ := s.Begin("e.bin", 2500, 1000)
 		_, err := s.Chunk(id, 100, pattern(1000, 0))
 		wantCode(t, err, errs.InvalidArgument) // misaligned
@@ -195,7 +203,7 @@ func TestChunkRules(t *testing.T) {
 }
 
 func TestBeginRules(t *testing.T) {
-	lim := limits.Defaults()
+	lim := geometry()
 	lim.MaxUploads = 2
 	lim.MaxFileSize = 1 << 20
 	eachStore(t, lim, func(t *testing.T, s *Store) {
@@ -220,7 +228,9 @@ func TestBeginRules(t *testing.T) {
 }
 
 func TestHostileDeclaredSizeCostsNothing(t *testing.T) {
-	s := NewMem(limits.Defaults())
+	lim := geometry()
+	lim.MaxStagedBytes = 1 << 40 // this test is about memory, not the staged-bytes cap
+	s := NewMem(lim)
 	defer s.Close()
 	var before, after runtimeMem
 	before.read()
@@ -236,7 +246,7 @@ func TestHostileDeclaredSizeCostsNothing(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
-	lim := limits.Defaults()
+	lim := geometry()
 	lim.UploadIdleTimeout = 50 * time.Millisecond
 	eachStore(t, lim, func(t *testing.T, s *Store) {
 		id, _ := s.Begin("f.bin", 10, 5)

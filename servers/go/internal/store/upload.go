@@ -32,6 +32,7 @@ type slot struct {
 // client merely declares.
 type upload struct {
 	id        uint64
+	owner     uint64 // the connection that began it, 0 for none
 	name      string
 	size      uint64
 	chunkSize uint64
@@ -85,7 +86,7 @@ func (u *upload) finish(idx uint64, n int, crc uint32, werr error) (uint64, erro
 	defer u.writers.Done()
 	if werr != nil {
 		delete(u.slots, idx)
-		return 0, errs.New(errs.Internal, "storing chunk at offset %d: %v", idx*u.chunkSize, werr)
+		return 0, errs.New(errs.Internal, "storing chunk at offset %d: %v", idx*u.chunkSize, ioErr(werr))
 	}
 	if u.closed {
 		return 0, u.notFound()
