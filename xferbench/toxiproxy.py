@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xferbench.experiment import ROOT
+from xferbench.experiment import ROOT, Network
 from xferbench.process import READY_TIMEOUT_S, ServerStartError, free_port, spawn, stop
 
 BIN_ENV = "XFERBENCH_TOXIPROXY_BIN"
@@ -60,6 +60,18 @@ class Toxic:
             "toxicity": self.toxicity,
             "attributes": self.attributes,
         }
+
+
+def network_toxics(net: Network) -> list[Toxic]:
+    """An experiment's [network] as toxics. Latency goes on the server → client side only, so a request and
+    its response together gain `latency` once (one round trip), not twice; bandwidth limits both ways."""
+    toxics = []
+    if net.latency_ms:
+        toxics.append(Toxic("latency", {"latency": net.latency_ms, "jitter": net.jitter_ms}, "downstream"))
+    if net.bandwidth:
+        rate = max(1, net.bandwidth // 1000)  # Toxiproxy's unit: 1000 bytes per second
+        toxics += [Toxic("bandwidth", {"rate": rate}, s) for s in STREAMS]
+    return toxics
 
 
 class Toxiproxy:
