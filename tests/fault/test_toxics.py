@@ -61,7 +61,7 @@ SCENARIOS: dict[str, Scenario] = {
     "latency": Scenario(
         lambda s: [Toxic("latency", {"latency": 400}, s)],
         frozenset({"deadline_exceeded"}), 0.15,
-        what="400 ms latency on requests, client timeout 150 ms", stream="upstream",
+        what="400 ms on requests, client timeout 150 ms", stream="upstream",
     ),
     "bandwidth": Scenario(
         lambda s: [Toxic("bandwidth", {"rate": RATE_KB_S}, s)],
@@ -71,7 +71,7 @@ SCENARIOS: dict[str, Scenario] = {
     "reset_peer": Scenario(
         lambda s: [Toxic("bandwidth", {"rate": RATE_KB_S}, s), Toxic("reset_peer", {"timeout": 250}, s)],
         frozenset({"unavailable"}), 10.0, mid_transfer=True,
-        what=f"TCP RST 250 ms into the transfer ({RATE_KB_S} KB/s)",
+        what=f"reset 250 ms into a transfer at {RATE_KB_S} KB/s",
     ),
     "slow_close": Scenario(
         lambda s: [Toxic("slow_close", {"delay": 3000}, s)],
@@ -81,7 +81,7 @@ SCENARIOS: dict[str, Scenario] = {
     "timeout": Scenario(
         lambda s: [Toxic("timeout", {"timeout": 0}, s)],
         frozenset({"deadline_exceeded"}), 0.5,
-        what="all data held (timeout 0), client timeout 500 ms",
+        what="all data held, client timeout 500 ms",
     ),
     "slicer": Scenario(
         lambda s: [Toxic("slicer", {"average_size": 1500, "size_variation": 1000, "delay": 20}, s)],
