@@ -17,9 +17,9 @@ from py_client.content import gen_bytes
 from tests.loadgen.support import parse_prom, run_locust, total
 from tests.support.corrupt_proxy import CorruptProxy
 from tests.support.pool import ServerPool
-from tests.support.servers import RunningServer, selected_servers
+from tests.support.servers import SERVERS, RunningServer, selected_servers
 
-FRAME_SERVERS = [s for s in selected_servers() if s in ("xferd-go", "xferd-c")]
+FRAME_SERVERS = [s for s in selected_servers() if "frame" in SERVERS[s].transports]
 CHUNK = 64 << 10
 DATA = gen_bytes(5 * CHUNK + 7, 11)
 EXIT_CHECK_FAILED = 3  # loadgen: an --xfer-check condition failed

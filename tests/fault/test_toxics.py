@@ -146,8 +146,8 @@ def _check_attempt(sc: Scenario, outcome: str, seconds: float, message: str) -> 
     assert seconds < sc.timeout_s + MARGIN_S, f"the client hung: {seconds:.1f}s with a {sc.timeout_s}s timeout"
     if outcome == "ok":
         assert seconds >= sc.min_s, f"{seconds:.2f}s: faster than the toxic allows ({sc.min_s:.2f}s)"
-    if sc.mid_transfer:  # 250 ms after the first byte, well before the whole file crossed at the limit
-        assert 0.2 <= seconds <= 0.9 * SIZE / (RATE_KB_S * 1000), f"struck at {seconds:.2f}s, not mid-transfer"
+    if sc.mid_transfer:  # not at the handshake: 250 ms after the first byte (and, being an error, before the last)
+        assert seconds >= 0.2, f"struck at {seconds:.2f}s, before the transfer was under way"
 
 
 def _record(p: ProxiedServer, toxic: str, op: str, outcome: str, message: str, during: str, after: str,
