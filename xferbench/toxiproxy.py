@@ -87,7 +87,11 @@ class Toxiproxy:
         # Its log goes to a file (a temporary one if none is given): the drain costs no thread, and the tail
         # explains a failed start.
         self._own_log = log_path is None
-        self.log_path = log_path or Path(tempfile.mkstemp(prefix="toxiproxy-", suffix=".log")[1])
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="toxiproxy-", suffix=".log")
+            os.close(fd)
+            log_path = Path(name)
+        self.log_path = log_path
         self._log = open(self.log_path, "wb")
         env = {**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "warn")}  # not one line per connection
         self.proc = spawn([str(exe), "-host", "127.0.0.1", "-port", str(self.port)], env=env,
