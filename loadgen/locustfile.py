@@ -533,8 +533,14 @@ class DownloadUser(_XferUser):
         cfg = S.config
         size = cfg.sizes.pick(self.rng)
         _payload_for(cfg)
-        res = self.client.download(f"gen:{size}:{S.seed}", chunk_size=cfg.chunk, out=self.sink,
-                                   verify=cfg.verify)
+        try:
+            res = self.client.download(f"gen:{size}:{S.seed}", chunk_size=cfg.chunk, out=self.sink,
+                                       verify=cfg.verify)
+        except XferError as e:
+            # py_client's own check of the assembled file (CRC-32, byte count) failed: a mismatch too.
+            if cfg.verify and e.code == "data_loss":
+                S.recorder.verify("Download", False)
+            raise
         ok = not cfg.verify or (res.bytes == size and res.crc32 == _prefix_crc(size))
         if not ok:
             err = XferError("data_loss", f"gen:{size}:{S.seed}: got {res.bytes} bytes crc32 "

@@ -14,6 +14,10 @@ APT_PACKAGES=(
   prometheus
 )
 GO_MIN_MINOR=25
+# Toxiproxy puts latency, bandwidth limits and cut connections between Locust/py_client and a server
+# (tests/fault, an experiment's [network] table). Built from source with the Go toolchain: the module proxy
+# is reachable where release downloads are not. Since v2.6 the command lives at cmd/server.
+TOXIPROXY_VERSION=v2.12.0
 
 say() { printf 'bootstrap: %s\n' "$*"; }
 
@@ -59,6 +63,21 @@ check_go() {
   (cd servers/go && go mod download)
 }
 
+install_toxiproxy() {
+  local bin=build/bin/toxiproxy-server stamp=build/bin/.toxiproxy-server.version tmp
+  if [ -x "$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$TOXIPROXY_VERSION" ]; then
+    return 0
+  fi
+  say "building toxiproxy-server $TOXIPROXY_VERSION into $bin"
+  mkdir -p build/bin
+  tmp=$(mktemp -d)
+  # go install names the binary after the package directory ("server"): install aside, then rename.
+  GOBIN="$tmp" GOFLAGS= go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
+  mv "$tmp/server" "$bin"
+  rmdir "$tmp"
+  echo "$TOXIPROXY_VERSION" > "$stamp"
+}
+
 setup_python() {
   local py=${PYTHON:-python3}
   if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -78,5 +97,6 @@ setup_python() {
 
 install_apt
 check_go
+install_toxiproxy
 setup_python
 say "ready"

@@ -42,6 +42,12 @@ Schema (every key below is optional unless marked *required*)::
     generator = [1]
     mode = "auto"               # auto (the default above) | manual (server/generator as given) | none
 
+    [network]                   # a Toxiproxy in front of each cell's server: Locust's traffic crosses it, the
+                                # server's /metrics is still scraped directly (README "Network conditions")
+    latency = "20ms"            # added to every round trip (server → client side), whole milliseconds
+    jitter = "5ms"              # ± uniformly around latency; needs latency, at most latency
+    bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1KB/s
+
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
     server = "xferd-go"         # *required*: xferd-go | xferd-c
     label = "go"                # short name used in cell names; default from the server
@@ -462,6 +468,35 @@ def auto_pinning() -> Pinning:
     return Pinning(tuple(cpus[:half]), tuple(cpus[half:]), "auto")
 
 
+@dataclass(frozen=True)
+class Network:
+    """[network]: the conditions Toxiproxy puts between Locust and each cell's server."""
+
+    latency_ms: int = 0
+    jitter_ms: int = 0
+    bandwidth: int | None = None  # bytes per second, each direction of each connection
+
+    def describe(self) -> str:
+        parts = []
+        if self.latency_ms:
+            jitter = f" ± {self.jitter_ms} ms" if self.jitter_ms else ""
+            parts.append(f"+{self.latency_ms} ms{jitter} per round trip")
+        if self.bandwidth:
+            parts.append(f"{_rate_text(self.bandwidth)} per connection each way")
+        return "toxiproxy between Locust and the server: " + ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"latency_ms": self.latency_ms, "jitter_ms": self.jitter_ms, "bandwidth_bytes_s": self.bandwidth,
+                "text": self.describe()}
+
+
+def _rate_text(bytes_s: int) -> str:
+    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if bytes_s >= mult:
+            return f"{bytes_s / mult:g} {unit}/s"
+    return f"{bytes_s} B/s"
+
+
 AA_SUFFIX = " (A/A)"
 
 
@@ -478,6 +513,7 @@ class Experiment:
     aa: bool = False
     alpha: float = 0.05
     duet: bool = False
+    network: Network | None = None
 
     @property
     def aa_cell(self) -> str | None:
@@ -540,7 +576,7 @@ def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str 
 
 
 def _parse(data: dict[str, Any], default_name: str) -> Experiment:
-    _unknown(data, ("experiment", "load", "pinning", "servers"), "(top level)")
+    _unknown(data, ("experiment", "load", "pinning", "servers", "network"), "(top level)")
     meta = _table(data.get("experiment", {}), "experiment")
     _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet"), "experiment")
     name = meta.get("name", default_name)
@@ -568,6 +604,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     if duet is not None and not isinstance(duet, bool):
         raise ExperimentError(f"experiment.duet = {duet!r}: expected true or false")
     pinning = _pinning(_table(data.get("pinning", {}), "pinning"))
+    network = _network(_table(data["network"], "network")) if "network" in data else None
 
     groups = data.get("servers")
     if not isinstance(groups, list) or not groups:
@@ -594,7 +631,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
         cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
     return Experiment(
         name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells),
-        aa, float(alpha), duet,
+        aa, float(alpha), duet, network,
     )
 
 
@@ -612,6 +649,50 @@ def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> 
         raise ExperimentError('experiment.duet = true: a capacity search (load.mode = "capacity") runs each cell '
                               "alone; set duet = false")
     return asked
+
+
+_RATE_RE = re.compile(r"^\s*(.+?)\s*/\s*s\s*$")
+BANDWIDTH_MIN = 1000  # Toxiproxy's bandwidth toxic counts in units of 1000 bytes per second
+
+
+def _whole_ms(tab: dict[str, Any], key: str) -> int:
+    v = tab[key]
+    try:
+        seconds = parse_seconds(v)
+    except ValueError:
+        raise ExperimentError(f'network.{key} = {v!r}: expected a duration such as "20ms" or 0.02 (seconds)') from None
+    ms = seconds * 1000
+    if abs(ms - round(ms)) > 1e-6:
+        raise ExperimentError(f"network.{key} = {v!r}: expected whole milliseconds (Toxiproxy delays in ms)")
+    return round(ms)
+
+
+def _network(tab: dict[str, Any]) -> Network:
+    """Validates [network]; every error names the key and what it accepts."""
+    _unknown(tab, ("latency", "jitter", "bandwidth"), "network")
+    if not tab:
+        raise ExperimentError("network: empty table; give latency, jitter and/or bandwidth, or drop [network]")
+    latency = _whole_ms(tab, "latency") if "latency" in tab else 0
+    jitter = _whole_ms(tab, "jitter") if "jitter" in tab else 0
+    if jitter and not latency:
+        raise ExperimentError("network.jitter: needs network.latency (jitter varies the latency around it)")
+    if jitter > latency:
+        raise ExperimentError(f"network.jitter = {tab['jitter']!r}: at most network.latency ({latency} ms); a "
+                              "delay cannot go below zero")
+    bandwidth = None
+    if "bandwidth" in tab:
+        v = tab["bandwidth"]
+        m = _RATE_RE.match(v) if isinstance(v, str) else None
+        try:
+            bandwidth = parse_size(m.group(1)) if m else None
+        except ValueError:
+            bandwidth = None
+        if bandwidth is None:
+            raise ExperimentError(f'network.bandwidth = {v!r}: expected a rate such as "100MiB/s" or "800KB/s" '
+                                  "(size units B, KB, MB, GB, KiB, MiB, GiB, then /s)")
+        if bandwidth < BANDWIDTH_MIN:
+            raise ExperimentError(f"network.bandwidth = {v!r}: at least 1KB/s (Toxiproxy's unit is 1000 B/s)")
+    return Network(latency, jitter, bandwidth)
 
 
 def _pinning(tab: dict[str, Any]) -> Pinning:

@@ -33,6 +33,7 @@ from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError,
 from xferbench.report.summary import summarize
 from xferbench.scrape import Snapshot, scrape
 from xferbench.sources import MetricsSource, ScrapeSource
+from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
 
 UNDERSERVED = capacity.ACHIEVED_MIN  # an open loop served below 95% of its rate did not get the load it asked for
 LOCUST_TAIL_MARGIN_S = 15.0  # Locust's own -t is a safety net past the runner's window
@@ -225,6 +226,7 @@ def _meta(exp: Experiment, source: MetricsSource) -> dict[str, Any]:
         "source": source.name,
         "started_at": dt.datetime.now(dt.UTC).isoformat(),
         "machine": machine_info(),
+        "network": exp.network.to_json() if exp.network else None,
     }
 
 
@@ -295,6 +297,7 @@ class _Cell:
     shadow: MetricsSource | None
     progress: Any
     barrier: threading.Barrier | None = None
+    client_addr: str | None = None  # where Locust connects: the [network] proxy, else the server itself
 
 
 def run_one(
@@ -312,6 +315,7 @@ def run_one(
     row = _base_row(exp, run, source)
     stem = f"{cell.slug}.r{run.repeat}" + (f".with-{slug(run.pair.split('/', 1)[1])}" if "/" in run.pair else "")
     server: Server | None = None
+    proxy: Toxiproxy | None = None
     begun = False
     try:
         progress.phase(run, "starting server")
@@ -328,6 +332,11 @@ def run_one(
         row["ready"] = server.ready
         row["pids"] = {"server": server.proc.pid}
         row["cpus"] = {"server": _affinity(server.proc.pid)}
+        client_addr = None
+        if exp.network is not None:
+            proxy, client_addr = _network_proxy(exp, cell, server, run_dir / "logs" / f"{stem}.toxiproxy.log")
+            row["network"] = {**exp.network.to_json(), "proxy": client_addr}
+            row["pids"]["toxiproxy"] = proxy.proc.pid
         try:
             metrics_addr = server.addr("metrics")
         except KeyError as e:
@@ -338,7 +347,7 @@ def run_one(
         shadow = ScrapeSource() if source.name != "scrape" else None
         if shadow is not None:
             shadow.begin(metrics_addr, {})
-        ctx = _Cell(exp, run, run_dir, stem, server, source, shadow, progress, barrier)
+        ctx = _Cell(exp, run, run_dir, stem, server, source, shadow, progress, barrier, client_addr=client_addr)
         if cell.load.mode == "capacity":
             _capacity(ctx, row)
         else:
@@ -355,6 +364,8 @@ def run_one(
             tail = list(server.tail) if server is not None else []
         row["stderr_tail"] = tail[-20:]
     finally:
+        if proxy is not None:
+            proxy.stop()
         if server is not None:
             code = server.stop()
             if row["status"] == "ok" and code not in (0, None):
@@ -363,6 +374,26 @@ def run_one(
             with contextlib.suppress(Exception):
                 source.end()
     return row
+
+
+def _network_proxy(exp: Experiment, cell: Any, server: Server, log_path: Path) -> tuple[Toxiproxy, str]:
+    """[network]: a toxiproxy-server in front of the cell's transport listener, carrying the experiment's
+    toxics; returns it and the address Locust connects to instead. It runs on the load generator's CPUs: it
+    is the client's side of the wire and must not take the server's CPU time."""
+    try:
+        proxy = Toxiproxy(log_path=log_path, cpus=exp.pinning.generator or None)
+    except ServerStartError as e:
+        raise CellFailed(str(e), e.tail) from None
+    try:
+        listen = proxy.create_proxy(cell.transport, server.addr(cell.transport))
+        assert exp.network is not None
+        for toxic in network_toxics(exp.network):
+            proxy.add_toxic(cell.transport, toxic)
+    except (ToxiproxyError, KeyError) as e:
+        tail = proxy.tail()
+        proxy.stop()
+        raise CellFailed(f"toxiproxy: {e}", tail) from None
+    return proxy, listen
 
 
 def _affinity(pid: int) -> list[int] | None:
@@ -383,7 +414,8 @@ def _load_phase(ctx: _Cell, load: Load, stem: str, row: dict[str, Any], search_s
     port = free_port()
     ctx.progress.phase(run, "starting locust" + (f" at {load.rate}/s" if load.rate else ""))
     locust = Locust(
-        locust_argv(f"{cell.transport}://{server.addr(cell.transport)}", load, port, total + LOCUST_TAIL_MARGIN_S),
+        locust_argv(f"{cell.transport}://{ctx.client_addr or server.addr(cell.transport)}", load, port,
+                    total + LOCUST_TAIL_MARGIN_S),
         port,
         ctx.run_dir / "logs" / f"{stem}.locust.log",
         cpus=exp.pinning.generator or None,

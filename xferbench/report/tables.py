@@ -97,6 +97,9 @@ def header(s: Summary) -> list[tuple[str, str]]:
         ("Pinning", pinning_text(s.meta)),
         ("Ranked by", f"{rank}: {s.rank_reason}" if s.rank_reason else rank),
     ]
+    network = s.meta.get("network")
+    if network:
+        lines.append(("Network", str(network.get("text"))))
     aa = aa_text(s)
     if aa is not None:
         lines.append(("A/A", aa))
