@@ -198,6 +198,38 @@ def _store(v: Any) -> str:
     raise ValueError('"mem" | "disk:DIR"')
 
 
+def _conns(v: Any) -> str:
+    return "auto" if v == "auto" else _pos_int(v)
+
+
+def _duration(v: Any) -> str:
+    """A duration both servers parse: whole milliseconds."""
+    try:
+        ms = round(parse_seconds(v) * 1000)
+    except ValueError:
+        raise ValueError('a duration (e.g. "10s" or "500ms")') from None
+    if ms < 1:
+        raise ValueError("a duration of at least 1ms")
+    return f"{ms}ms"
+
+
+# The limits of PROTOCOL.md, spelled alike by both servers.
+_LIMIT_FLAGS: dict[str, Any] = {
+    "max-chunk": _bytes,
+    "min-chunk": _bytes,
+    "max-frame": _bytes,
+    "max-conns": _conns,
+    "max-conn-calls": _pos_int,
+    "max-conn-unsent": _bytes,
+    "max-uploads": _pos_int,
+    "max-uploads-per-conn": _pos_int,
+    "max-staged-bytes": _bytes,
+    "read-timeout": _duration,
+    "write-timeout": _duration,
+    "drain-timeout": _duration,
+}
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     name: str
@@ -220,13 +252,7 @@ SERVER_SPECS: dict[str, ServerSpec] = {
             "gogc": _gogc,
             "memlimit": _bytes_or_off,
             "store": _store,
-            "max-chunk": _bytes,
-            "max-frame": _bytes,
-            "max-conns": _pos_int,
-            "max-uploads": _pos_int,
-            "max-uploads-per-conn": _pos_int,
-            "max-staged-bytes": _bytes,
-            "min-chunk": _bytes,
+            **_LIMIT_FLAGS,
         },
     ),
     "xferd-c": ServerSpec(
@@ -240,13 +266,7 @@ SERVER_SPECS: dict[str, ServerSpec] = {
             "io-threads": _pos_int,
             "workers": _pos_int,
             "store": _store,
-            "max-chunk": _bytes,
-            "max-frame": _bytes,
-            "max-conns": _pos_int,
-            "max-uploads": _pos_int,
-            "max-uploads-per-conn": _pos_int,
-            "max-staged-bytes": _bytes,
-            "min-chunk": _bytes,
+            **_LIMIT_FLAGS,
         },
     ),
 }
