@@ -136,9 +136,13 @@ def test_allocator_detected_and_reported(alloc: str, tmp_path) -> None:
             assert metric_value(text, "xfer_allocator_committed_bytes") > 0
             assert "xfer_allocator_allocated_bytes" not in text and "xfer_allocator_resident_bytes" not in text
         else:
-            assert metric_value(text, "xfer_allocator_allocated_bytes") > 0
-            # what an allocator measures as resident lies within the process's RSS
-            assert 0 < metric_value(text, "xfer_allocator_resident_bytes") <= rss
+            allocated = metric_value(text, "xfer_allocator_allocated_bytes")
+            resident = metric_value(text, "xfer_allocator_resident_bytes")
+            assert 0 < allocated <= resident  # what is allocated is resident
+            if alloc not in ("jemalloc", "pool"):
+                # jemalloc's stats.resident and the pool's slab capacity are upper bounds (PROTOCOL.md) and
+                # may exceed RSS; the others measure pages really held, which lie within the process's RSS
+                assert resident <= rss
         if alloc == "pool":
             assert metric_value(text, "xfer_buffer_pool_news_total") < metric_value(text, "xfer_buffer_pool_gets_total")
         out = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
