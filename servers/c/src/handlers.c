@@ -258,9 +258,9 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
             if (gen_parse_name(name, nl, hc->max_file_size, &size, &src.seed, &e) != 0) goto rs_done;
             crc = gen_crc(size, src.seed);
         } else {
-            f = store_file_get(hc->st, name, nl);
+            f = store_file_get(hc->st, name, nl, &e);
             if (!f) {
-                xerr_set(&e, XERR_NOT_FOUND, "file %s not found", q);
+                if (e.code == XERR_OK) xerr_set(&e, XERR_NOT_FOUND, "file %s not found", q);
                 goto rs_done;
             }
             src.file = f;

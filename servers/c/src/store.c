@@ -120,9 +120,13 @@ xerr_code store_file_read(const store_file *f, uint64_t offset, uint8_t *dst, si
  * O_NONBLOCK (a planted FIFO never blocks), and it must be the same regular inode of the same size, so
  * the caller reads that one version or gets NULL (not found). Called under the store lock, which commits
  * hold while renaming, so the name cannot change between the lookup and the open. */
-static store_file *disk_file_open(store *s, const store_file *ix, const char *name) {
+static store_file *disk_file_open(store *s, const store_file *ix, const char *name, xerr *err) {
     int fd = openat(s->files_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return NULL;
+    if (fd < 0) {
+        /* Out of descriptors is the server's load, not a missing file: say so, as staging does. */
+        if (errno == EMFILE || errno == ENFILE) xerr_set(err, XERR_RESOURCE_EXHAUSTED, "out of file descriptors");
+        return NULL;
+    }
     struct stat st;
     store_file *h = NULL;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == ix->dev && st.st_ino == ix->ino &&
@@ -139,14 +143,14 @@ static store_file *disk_file_open(store *s, const store_file *ix, const char *na
     return h;
 }
 
-store_file *store_file_get(store *s, const char *name, size_t len) {
+store_file *store_file_get(store *s, const char *name, size_t len, xerr *err) {
     char nm[NAME_MAX_BYTES + 1];
     if (len > NAME_MAX_BYTES) return NULL;
     memcpy(nm, name, len);
     nm[len] = '\0';
     pthread_mutex_lock(&s->mu);
     store_file *f = htab_get(&s->files, nm, len);
-    if (f && s->cfg.kind == STORE_DISK) f = disk_file_open(s, f, nm);
+    if (f && s->cfg.kind == STORE_DISK) f = disk_file_open(s, f, nm, err);
     else if (f) atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
     return f;

@@ -47,9 +47,10 @@ store *store_open(const store_config *cfg, char *err, size_t errlen);
 /* Frees everything; no call may be in flight. */
 void store_close(store *s);
 
-/* A reference to the committed file of that name, or NULL (not found; on disk also when the name no
- * longer holds the indexed regular file). Release with store_file_release: on disk it holds a descriptor. */
-store_file *store_file_get(store *s, const char *name, size_t len);
+/* A reference to the committed file of that name, or NULL: not found (err untouched; on disk also when
+ * the name no longer holds the indexed regular file), or the server out of descriptors (err set).
+ * Release with store_file_release: on disk it holds a descriptor. */
+store_file *store_file_get(store *s, const char *name, size_t len, xerr *err);
 void store_file_release(store_file *f);
 uint64_t store_file_size(const store_file *f);
 uint32_t store_file_crc(const store_file *f);

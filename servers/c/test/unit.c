@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -304,6 +305,24 @@ static xerr_code put_chunk(store *s, uint64_t id, const uint8_t *src, uint64_t o
     return c;
 }
 
+/* With every descriptor taken, a Read of a stored file is the server's load (resource_exhausted), not a
+ * missing file (not_found). */
+static void check_read_out_of_fds(store *s) {
+    struct rlimit old;
+    getrlimit(RLIMIT_NOFILE, &old);
+    struct rlimit low = {64, old.rlim_max};
+    setrlimit(RLIMIT_NOFILE, &low);
+    int taken[64], n = 0;
+    while (n < 64 && (taken[n] = dup(0)) >= 0) n++;
+    xerr e = {0};
+    store_file *f = store_file_get(s, "f", 1, &e);
+    CHECK(f == NULL && e.code == XERR_RESOURCE_EXHAUSTED && strstr(e.msg, "out of file descriptors"),
+          "out of descriptors: %s", e.msg);
+    if (f) store_file_release(f);
+    while (n > 0) close(taken[--n]);
+    setrlimit(RLIMIT_NOFILE, &old);
+}
+
 static void test_store_kind(store_kind kind) {
     char dir[] = "/tmp/xferd-c-unit-XXXXXX";
     store_config cfg = {.kind = kind, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 3,
@@ -332,7 +351,7 @@ static void test_store_kind(store_kind kind) {
     CHECK(put_chunk(s, id, data, 8192, 10000 - 8192, &rcv, &e) == XERR_FAILED_PRECONDITION &&
               strstr(e.msg, "chunk at offset 8192 already received"), "duplicate: %s", e.msg);
     CHECK(put_chunk(s, id, data, 0, 4096, &rcv, &e) == XERR_OK && rcv == 4096 + 10000 - 8192, "first");
-    CHECK(store_file_get(s, "f", 1) == NULL, "not visible before commit");
+    CHECK(store_file_get(s, "f", 1, &e) == NULL, "not visible before commit");
     CHECK(put_chunk(s, id, data, 4096, 4096, &rcv, &e) == XERR_OK && rcv == 10000, "middle");
     uint64_t size;
     uint32_t crc;
@@ -341,7 +360,7 @@ static void test_store_kind(store_kind kind) {
     CHECK(store_upload_commit(s, id, want_crc, &size, &crc, &e) == XERR_NOT_FOUND, "commit twice");
     CHECK(put_chunk(s, id, data, 0, 4096, &rcv, &e) == XERR_NOT_FOUND && strstr(e.msg, "no open upload with id"),
           "chunk after commit");
-    store_file *f = store_file_get(s, "f", 1);
+    store_file *f = store_file_get(s, "f", 1, &e);
     CHECK(f && store_file_size(f) == 10000 && store_file_crc(f) == want_crc, "file");
     if (f) {
         uint8_t back[10000];
@@ -359,7 +378,7 @@ static void test_store_kind(store_kind kind) {
                   memcmp(back, data, 16) == 0, "old reference keeps old content");
         store_file_release(f);
     }
-    f = store_file_get(s, "f", 1);
+    f = store_file_get(s, "f", 1, &e);
     CHECK(f && store_file_size(f) == 3, "new version visible");
     store_file_release(f);
     /* incomplete commit aborts */
@@ -373,7 +392,7 @@ static void test_store_kind(store_kind kind) {
     CHECK(put_chunk(s, id, (const uint8_t *)"123456789", 0, 9, &rcv, &e) == XERR_OK, "chunk h");
     CHECK(store_upload_commit(s, id, 0, &size, &crc, &e) == XERR_DATA_LOSS &&
               strcmp(e.msg, "data_loss: crc32 mismatch: client 0x00000000, server 0xcbf43926") == 0, "%s", e.msg);
-    CHECK(store_file_get(s, "h", 1) == NULL, "nothing visible after data_loss");
+    CHECK(store_file_get(s, "h", 1, &e) == NULL, "nothing visible after data_loss");
     CHECK(store_upload_commit(s, id, 0xcbf43926u, &size, &crc, &e) == XERR_NOT_FOUND, "commit after abort");
     /* empty file */
     CHECK(store_upload_begin(s, "empty", 5, 0, 1, &id, &e) == XERR_OK, "begin empty");
@@ -398,10 +417,11 @@ static void test_store_kind(store_kind kind) {
         s = store_open(&cfg, err, sizeof err);
         CHECK(s != NULL, "reopen: %s", err);
         if (s) {
-            f = store_file_get(s, "f", 1);
+            f = store_file_get(s, "f", 1, &e);
             CHECK(f && store_file_size(f) == 3 && store_file_crc(f) == (uint32_t)crc32(0, (const Bytef *)"xyz", 3),
                   "reindexed");
             store_file_release(f);
+            check_read_out_of_fds(s);
             store_close(s);
         }
         char cmd[256];
