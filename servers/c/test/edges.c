@@ -10,22 +10,13 @@
 #include "mem.h"
 #include "pbwire.h"
 #include "reqhdr.h"
+#include "check.h"
 #include "vectors.h"
 #include "xfer/v1/file_transfer.pb-c.h"
 #include "xfer/v1/frame.pb-c.h"
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        checks++;                                                          \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
 
 /* What a server makes of header bytes, in the words of headers.vectors. */
 static void header_outcome(const uint8_t *b, size_t len, char *out, size_t cap) {

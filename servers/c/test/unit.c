@@ -18,6 +18,7 @@
 #include "pbwire.h"
 #include "pool.h"
 #include "store.h"
+#include "check.h"
 #include "edges.h"
 #include "vectors.h"
 #include "xfer/v1/file_transfer.pb-c.h"
@@ -25,16 +26,6 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        checks++;                                                          \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
 
 static const char *vdir;
 
