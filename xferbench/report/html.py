@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import fmt, tables
+from xferbench.report import fmt, soak, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -149,6 +149,22 @@ def _ranking(s: Summary) -> str:
             row.append(h.escape(tables.capacity_text(s, c)))
         rows.append(row)
     return _table(head, rows, left=(1,))
+
+
+def _soak(s: Summary) -> str:
+    """The soak section: one row per run, "LEAK?" in red with its reasons."""
+    rows = [
+        [
+            f"<code>{h.escape(ln.run)}</code>",
+            h.escape(ln.text),
+            f"<span class='{'worse' if soak.flagged(ln) else 'ns'}'>{h.escape(ln.verdict)}</span>",
+            h.escape(ln.why),
+        ]
+        for ln in soak.lines(s)
+    ]
+    if not rows:
+        return "<h2>Soak</h2><p class='note'>No run finished with soak figures.</p>"
+    return "<h2>Soak</h2>" + _table(["run", "growth and what the server held", "verdict", "why"], rows, left=(0, 1, 2, 3))
 
 
 def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
@@ -356,15 +372,18 @@ def render(s: Summary, run_dir: Path) -> str:
     )
     if meta.get("interrupted"):
         parts.append("<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>")
-    parts.append(f"<h2>Verdicts: each configuration vs the baseline <code>{h.escape(s.baseline)}</code></h2>")
-    parts.append(
-        "<p class='note'>Ratio = configuration / baseline (geometric mean of the per-round ratios) with its 95% "
-        "CI; <span class='better'>better</span> or <span class='worse'>worse</span> only when the Holm-adjusted "
-        f"p is below {s.alpha:g} and the change exceeds the metric's noise floor; "
-        "<span class='floor'>below the noise floor</span> when it is significant but smaller.</p>"
-    )
-    parts.append(_verdicts(s))
-    parts.append(f"<h2>Ranking by {h.escape(stats.METRIC_INFO[s.rank_metric][1])}</h2>")
+    if soak.is_soak(s):
+        parts.append(_soak(s))
+    else:
+        parts.append(f"<h2>Verdicts: each configuration vs the baseline <code>{h.escape(s.baseline)}</code></h2>")
+        parts.append(
+            "<p class='note'>Ratio = configuration / baseline (geometric mean of the per-round ratios) with its 95% "
+            "CI; <span class='better'>better</span> or <span class='worse'>worse</span> only when the Holm-adjusted "
+            f"p is below {s.alpha:g} and the change exceeds the metric's noise floor; "
+            "<span class='floor'>below the noise floor</span> when it is significant but smaller.</p>"
+        )
+        parts.append(_verdicts(s))
+    parts.append(f"<h2>{h.escape(tables.ranking_title(s))}</h2>")
     parts.append(
         "<p class='note'>Geometric means across repeats with [95% t-interval] "
         f"(none with fewer than {stats.MIN_REPEATS} repeats); <i>vs baseline</i> repeats the verdict above.</p>"
