@@ -67,7 +67,7 @@ def test_mini_soak(tmp_path: Path) -> None:
         check_series(run_dir / r["soak_series"])
     md = (run_dir / "summary.md").read_text()
     html = (run_dir / "report.html").read_text()
-    assert "## Soak" in md and "## Verdicts" not in md and "Soak" in html
+    assert "## Soak" in md and "## Verdicts" not in md and "<h2>Soak</h2>" in html and "Soak series" in html
     for r in rows:
         assert f"- `{r['cell']}`: RSS " in md and r["cell"] in html
         assert f"soak {r['cell']}: RSS " in proc.stdout

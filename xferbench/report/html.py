@@ -56,6 +56,14 @@ SERIES = (
     ("alloc_resident_bytes", "allocator resident (bytes)"),
 )
 SERIES_COLS = 2
+# A soak's own series (timeseries/*.soak.csv), a panel each.
+SOAK_SERIES = (
+    ("rss_bytes", "RSS, /proc (bytes)"),
+    ("heap_bytes", "live heap (bytes)"),
+    ("open_fds", "open descriptors"),
+    ("goroutines", "goroutines"),
+    ("threads", "threads"),
+)
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
@@ -245,14 +253,16 @@ def _num(x: str | None) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def series_by_second(s: Summary, run_dir: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
+def series_by_second(
+    s: Summary, run_dir: Path, key: str = "timeseries"
+) -> dict[str, dict[str, dict[int, list[float]]]]:
     """column → cell → second → one value per successful repeat (a repeat's samples within one second,
     t rounded to the nearest second, are averaged first)."""
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for r in s.rows:
         if r.get("status") != "ok":
             continue
-        data = _read_series(run_dir, r.get("timeseries"))
+        data = _read_series(run_dir, r.get(key))
         per: dict[str, dict[int, list[float]]] = {}
         for d in data:
             t = _num(d.get("t"))
@@ -270,15 +280,19 @@ def series_by_second(s: Summary, run_dir: Path) -> dict[str, dict[str, dict[int,
     return out
 
 
-def _series_panels(data: dict[str, dict[str, dict[int, list[float]]]]) -> list[tuple[str, str]]:
-    titles = dict(SERIES)
-    known = [c for c, _ in SERIES] + [c for c in figures.SERIES_COLUMNS if c != "t" and c not in titles]
+def _series_panels(
+    data: dict[str, dict[str, dict[int, list[float]]]], spec: tuple[tuple[str, str], ...] = SERIES,
+    columns: tuple[str, ...] = figures.SERIES_COLUMNS,
+) -> list[tuple[str, str]]:
+    titles = dict(spec)
+    known = [c for c, _ in spec] + [c for c in columns if c != "t" and c not in titles]
     return [(c, titles.get(c, c)) for c in known if data.get(c)]
 
 
-def _series(s: Summary, run_dir: Path, colors: dict[str, str]) -> go.Figure | None:
-    data = series_by_second(s, run_dir)
-    panels = _series_panels(data)
+def _series(s: Summary, run_dir: Path, colors: dict[str, str], soak_series: bool = False) -> go.Figure | None:
+    """The time series; `soak_series`: a soak's own (RSS, live heap, descriptors, goroutines, threads)."""
+    data = series_by_second(s, run_dir, "soak_series" if soak_series else "timeseries")
+    panels = _series_panels(data, SOAK_SERIES, ()) if soak_series else _series_panels(data)
     if not panels:
         return None
     nrows = (len(panels) + SERIES_COLS - 1) // SERIES_COLS
@@ -412,6 +426,12 @@ def render(s: Summary, run_dir: Path) -> str:
             "One panel per series, one line per configuration: the median over its successful repeats at each "
             "second since the load started, shaded from the minimum to the maximum; dotted: end of warm-up.",
             _series(s, run_dir, colors),
+        ),
+        (
+            "Soak series",
+            "What the soak's lines are computed from: RSS, descriptors and threads read from /proc every second, "
+            "the live heap and goroutines from the server's metrics; dotted: end of warm-up, where growth starts.",
+            _series(s, run_dir, colors, soak_series=True) if soak.is_soak(s) else None,
         ),
     ):
         if fig is None:
