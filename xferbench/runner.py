@@ -348,8 +348,8 @@ def run_one(
             _capacity(ctx, row)
         else:
             row.update(_load_phase(ctx, cell.load, stem, row))
-        if ctx.watch is not None and exp.soak is not None:
-            _soak_end(ctx.watch, exp.soak, row)
+        if ctx.watch is not None:
+            _soak_end(ctx.watch, row)
         _warnings(row, cell)
     except Exception as e:
         if barrier is not None:
@@ -489,10 +489,10 @@ def _load_phase(ctx: _Cell, load: Load, stem: str, row: dict[str, Any], search_s
                 row["soak_series"] = f"timeseries/{stem}.soak.csv"
 
 
-def _soak_end(watch: soak.Watch, goal: Any, row: dict[str, Any]) -> None:
+def _soak_end(watch: soak.Watch, row: dict[str, Any]) -> None:
     """After the load (Locust stopped, the server still up): what the server still holds, and the verdict."""
     row.update(watch.after())
-    row["soak_verdict"], row["soak_flags"] = soak.verdict(row, goal)
+    row["soak_verdict"], row["soak_flags"] = soak.verdict(row, watch.goal)
 
 
 def _capacity(ctx: _Cell, row: dict[str, Any]) -> None:
