@@ -606,7 +606,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
         cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
     return Experiment(
         name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells),
-        aa, float(alpha), duet, soak,
+        aa, float(alpha), duet, soak=soak,
     )
 
 
