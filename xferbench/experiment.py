@@ -47,6 +47,11 @@ Schema (every key below is optional unless marked *required*)::
     latency = "20ms"            # added to every round trip (server → client side), whole milliseconds
     jitter = "5ms"              # ± uniformly around latency; needs latency, at most latency
     bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1KB/s
+    [soak]                      # a leak check instead of a ranking (xferbench/soak.py): per run, RSS and live-heap
+    growth_max = 0.05           # growth over the measured window (after warmup_s) above this fraction, or
+    held_slack = 2              # descriptors, threads or goroutines held after the load above their count
+                                # before it by more than this, flag the run "LEAK?"; no verdicts, no ranking;
+                                # duet defaults to false
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
     server = "xferd-go"         # *required*: xferd-go | xferd-c
@@ -517,6 +522,14 @@ def _rate_text(bytes_s: int) -> str:
     return f"{bytes_s} B/s"
 
 
+@dataclass(frozen=True)
+class Soak:
+    """[soak]: the goal each run is judged against (≤ 5% growth, nothing held back after the load)."""
+
+    growth_max: float = 0.05
+    held_slack: int = 2
+
+
 AA_SUFFIX = " (A/A)"
 
 
@@ -534,6 +547,7 @@ class Experiment:
     alpha: float = 0.05
     duet: bool = False
     network: Network | None = None
+    soak: Soak | None = None
 
     @property
     def aa_cell(self) -> str | None:
@@ -596,7 +610,7 @@ def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str 
 
 
 def _parse(data: dict[str, Any], default_name: str) -> Experiment:
-    _unknown(data, ("experiment", "load", "pinning", "servers", "network"), "(top level)")
+    _unknown(data, ("experiment", "load", "pinning", "servers", "network", "soak"), "(top level)")
     meta = _table(data.get("experiment", {}), "experiment")
     _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet"), "experiment")
     name = meta.get("name", default_name)
@@ -645,14 +659,28 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
         raise ExperimentError(
             f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
+    soak = _soak(_table(data["soak"], "soak")) if "soak" in data else None
+    if soak is not None and duet is None:
+        duet = False  # a soak judges each run alone: a partner would only add load to the shared CPUs
     duet = _duet(duet, cells, aa, pinning)
     if aa:
         i = next(i for i, c in enumerate(cells) if c.name == baseline)
         cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
     return Experiment(
         name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells),
-        aa, float(alpha), duet, network,
+        aa, float(alpha), duet, network, soak=soak,
     )
+
+
+def _soak(tab: dict[str, Any]) -> Soak:
+    _unknown(tab, ("growth_max", "held_slack"), "soak")
+    growth_max = tab.get("growth_max", Soak.growth_max)
+    if isinstance(growth_max, bool) or not isinstance(growth_max, int | float) or not 0 < growth_max < 10:
+        raise ExperimentError(f"soak.growth_max = {growth_max!r}: expected a fraction > 0 (0.05 = 5% growth)")
+    slack = tab.get("held_slack", Soak.held_slack)
+    if isinstance(slack, bool) or not isinstance(slack, int) or slack < 0:
+        raise ExperimentError(f"soak.held_slack = {slack!r}: expected an integer >= 0")
+    return Soak(float(growth_max), slack)
 
 
 def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> bool:

@@ -16,7 +16,7 @@ from rich.text import Text
 from xferbench import stats
 from xferbench.experiment import Experiment
 from xferbench.matrix import Run
-from xferbench.report import fmt, tables
+from xferbench.report import fmt, soak, tables
 from xferbench.report.summary import Summary
 
 
@@ -108,6 +108,8 @@ class RichProgress:
                 f"P95 {fmt.value(row.get('client_p95_s'), 's')}, "
                 f"RSS peak {fmt.value(row.get('rss_peak_bytes'), 'B')}"
             )
+            if row.get("soak_verdict"):
+                msg += f"\n    soak: {soak.text(row)}: {row['soak_verdict']} {'; '.join(row.get('soak_flags') or [])}"
             style = "green"
         else:
             msg = f"{run.cell.name} r{run.repeat}: {st.upper()}: {row.get('error')}"
@@ -147,7 +149,8 @@ def final_table(s: Summary) -> Group:
         parts.append(v)
     cols = tables.short_columns(s)
     t = Table(
-        title=f"ranked by {stats.METRIC_INFO[s.rank_metric][1]}: geometric means across repeats (CIs in summary.md)",
+        title=soak.FIGURES_TITLE if soak.is_soak(s)
+        else f"ranked by {stats.METRIC_INFO[s.rank_metric][1]}: geometric means across repeats (CIs in summary.md)",
         show_lines=False,
     )
     t.add_column("cell", style="bold", no_wrap=True)
@@ -162,7 +165,17 @@ def final_table(s: Summary) -> Group:
         cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
         t.add_row(c.name, runs, vals[0], cmp_, *vals[1:])
     parts.append(t)
+    parts += soak_lines(s)
     return Group(*parts)
+
+
+def soak_lines(s: Summary) -> list[Text]:
+    """A soak's line per run under the table: "LEAK?" in red with its reasons."""
+    out = []
+    for ln in soak.lines(s):
+        verdict = (f"{ln.verdict} ({ln.why})", "bold red") if soak.flagged(ln) else (ln.verdict, "green")
+        out.append(Text.assemble(("soak ", "bold"), (ln.run, "bold"), f": {ln.text}: ", verdict))
+    return out
 
 
 VERDICT_STYLE = {stats.BETTER: "green", stats.WORSE: "red"}

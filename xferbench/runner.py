@@ -26,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from xferbench import capacity, figures
+from xferbench import capacity, figures, soak
 from xferbench.experiment import Experiment, Load, slug
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
@@ -219,6 +219,7 @@ def _meta(exp: Experiment, source: MetricsSource) -> dict[str, Any]:
         "aa_cell": exp.aa_cell,
         "duet": exp.duet,
         "alpha": exp.alpha,
+        "soak": {"growth_max": exp.soak.growth_max, "held_slack": exp.soak.held_slack} if exp.soak else None,
         "order_seed": ORDER_SEED,
         "pinning": {"mode": pin.mode, "server": list(pin.server), "generator": list(pin.generator), "text": pin.describe()},
         "cells": [c.name for c in exp.cells],
@@ -298,6 +299,7 @@ class _Cell:
     progress: Any
     barrier: threading.Barrier | None = None
     client_addr: str | None = None  # where Locust connects: the [network] proxy, else the server itself
+    watch: soak.Watch | None = None  # the leak check, in a soak
 
 
 def run_one(
@@ -348,10 +350,15 @@ def run_one(
         if shadow is not None:
             shadow.begin(metrics_addr, {})
         ctx = _Cell(exp, run, run_dir, stem, server, source, shadow, progress, barrier, client_addr=client_addr)
+        if exp.soak is not None and cell.load.mode != "capacity":
+            ctx.watch = soak.Watch(server.proc.pid, f"http://{metrics_addr}/metrics", exp.soak)
+            ctx.watch.before()  # the idle server, before any client connects
         if cell.load.mode == "capacity":
             _capacity(ctx, row)
         else:
             row.update(_load_phase(ctx, cell.load, stem, row))
+        if ctx.watch is not None:
+            _soak_end(ctx.watch, row)
         _warnings(row, cell)
     except Exception as e:
         if barrier is not None:
@@ -458,6 +465,8 @@ def _load_phase(ctx: _Cell, load: Load, stem: str, row: dict[str, Any], search_s
                 raise CellFailed(f"locust exited with status {locust.proc.returncode} during the run", locust.tail())
             snap = scrape(locust.metrics_url, timeout=0.8)
             source.tick()
+            if ctx.watch is not None:
+                ctx.watch.tick()
             if shadow is not None:
                 shadow.tick()
             if k == warm_tick:
@@ -485,6 +494,8 @@ def _load_phase(ctx: _Cell, load: Load, stem: str, row: dict[str, Any], search_s
         out["duration_s"] = round(t_b - t_a, 3)
         out.update(figures.client_figures(win_c))
         out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole))
+        if ctx.watch is not None and not search_step:
+            out.update(ctx.watch.window(srv_whole, t0, t_a, t_b))
         if shadow is not None:
             sw = shadow.snapshots(t0, t_b)
             out["scrape_check"] = figures.server_figures(figures.window(sw, t_a, t_b), sw)
@@ -503,6 +514,17 @@ def _load_phase(ctx: _Cell, load: Load, stem: str, row: dict[str, Any], search_s
             with contextlib.suppress(Exception):
                 _write_series(ctx.run_dir, stem, client, source.snapshots(t0 - 1, float("inf")), t0)
                 row.setdefault("timeseries", f"timeseries/{stem}.csv")
+        if ctx.watch is not None and not search_step:
+            with contextlib.suppress(Exception):
+                ctx.watch.write_series(ctx.run_dir / "timeseries" / f"{stem}.soak.csv",
+                                       source.snapshots(t0 - 1, float("inf")), t0)
+                row["soak_series"] = f"timeseries/{stem}.soak.csv"
+
+
+def _soak_end(watch: soak.Watch, row: dict[str, Any]) -> None:
+    """After the load (Locust stopped, the server still up): what the server still holds, and the verdict."""
+    row.update(watch.after())
+    row["soak_verdict"], row["soak_flags"] = soak.verdict(row, watch.goal)
 
 
 def _capacity(ctx: _Cell, row: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ KEEP_PREFIXES = (
     "go_goroutines",
     "go_gc_gogc_percent",
     "go_gc_heap_goal_bytes",
+    "go_gc_heap_live_bytes",
     "go_gc_cycles_total",
 )
 

@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import fmt, tables
+from xferbench.report import fmt, soak, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -56,6 +56,14 @@ SERIES = (
     ("alloc_resident_bytes", "allocator resident (bytes)"),
 )
 SERIES_COLS = 2
+# A soak's own series (timeseries/*.soak.csv), a panel each.
+SOAK_SERIES = (
+    ("rss_bytes", "RSS, /proc (bytes)"),
+    ("heap_bytes", "live heap (bytes)"),
+    ("open_fds", "open descriptors"),
+    ("goroutines", "goroutines"),
+    ("threads", "threads"),
+)
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
@@ -151,6 +159,22 @@ def _ranking(s: Summary) -> str:
     return _table(head, rows, left=(1,))
 
 
+def _soak(s: Summary) -> str:
+    """The soak section: one row per run, "LEAK?" in red with its reasons."""
+    rows = [
+        [
+            f"<code>{h.escape(ln.run)}</code>",
+            h.escape(ln.text),
+            f"<span class='{'worse' if soak.flagged(ln) else 'ns'}'>{h.escape(ln.verdict)}</span>",
+            h.escape(ln.why),
+        ]
+        for ln in soak.lines(s)
+    ]
+    if not rows:
+        return "<h2>Soak</h2><p class='note'>No run finished with soak figures.</p>"
+    return "<h2>Soak</h2>" + _table(["run", "growth and what the server held", "verdict", "why"], rows, left=(0, 1, 2, 3))
+
+
 def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
     present = set(s.present_metrics())
     metrics = [m for m in (s.rank_metric, *BARS) if m in present]
@@ -229,14 +253,16 @@ def _num(x: str | None) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def series_by_second(s: Summary, run_dir: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
+def series_by_second(
+    s: Summary, run_dir: Path, key: str = "timeseries"
+) -> dict[str, dict[str, dict[int, list[float]]]]:
     """column → cell → second → one value per successful repeat (a repeat's samples within one second,
     t rounded to the nearest second, are averaged first)."""
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for r in s.rows:
         if r.get("status") != "ok":
             continue
-        data = _read_series(run_dir, r.get("timeseries"))
+        data = _read_series(run_dir, r.get(key))
         per: dict[str, dict[int, list[float]]] = {}
         for d in data:
             t = _num(d.get("t"))
@@ -254,15 +280,19 @@ def series_by_second(s: Summary, run_dir: Path) -> dict[str, dict[str, dict[int,
     return out
 
 
-def _series_panels(data: dict[str, dict[str, dict[int, list[float]]]]) -> list[tuple[str, str]]:
-    titles = dict(SERIES)
-    known = [c for c, _ in SERIES] + [c for c in figures.SERIES_COLUMNS if c != "t" and c not in titles]
+def _series_panels(
+    data: dict[str, dict[str, dict[int, list[float]]]], spec: tuple[tuple[str, str], ...] = SERIES,
+    columns: tuple[str, ...] = figures.SERIES_COLUMNS,
+) -> list[tuple[str, str]]:
+    titles = dict(spec)
+    known = [c for c, _ in spec] + [c for c in columns if c != "t" and c not in titles]
     return [(c, titles.get(c, c)) for c in known if data.get(c)]
 
 
-def _series(s: Summary, run_dir: Path, colors: dict[str, str]) -> go.Figure | None:
-    data = series_by_second(s, run_dir)
-    panels = _series_panels(data)
+def _series(s: Summary, run_dir: Path, colors: dict[str, str], soak_series: bool = False) -> go.Figure | None:
+    """The time series; `soak_series`: a soak's own (RSS, live heap, descriptors, goroutines, threads)."""
+    data = series_by_second(s, run_dir, "soak_series" if soak_series else "timeseries")
+    panels = _series_panels(data, SOAK_SERIES, ()) if soak_series else _series_panels(data)
     if not panels:
         return None
     nrows = (len(panels) + SERIES_COLS - 1) // SERIES_COLS
@@ -356,15 +386,18 @@ def render(s: Summary, run_dir: Path) -> str:
     )
     if meta.get("interrupted"):
         parts.append("<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>")
-    parts.append(f"<h2>Verdicts: each configuration vs the baseline <code>{h.escape(s.baseline)}</code></h2>")
-    parts.append(
-        "<p class='note'>Ratio = configuration / baseline (geometric mean of the per-round ratios) with its 95% "
-        "CI; <span class='better'>better</span> or <span class='worse'>worse</span> only when the Holm-adjusted "
-        f"p is below {s.alpha:g} and the change exceeds the metric's noise floor; "
-        "<span class='floor'>below the noise floor</span> when it is significant but smaller.</p>"
-    )
-    parts.append(_verdicts(s))
-    parts.append(f"<h2>Ranking by {h.escape(stats.METRIC_INFO[s.rank_metric][1])}</h2>")
+    if soak.is_soak(s):
+        parts.append(_soak(s))
+    else:
+        parts.append(f"<h2>Verdicts: each configuration vs the baseline <code>{h.escape(s.baseline)}</code></h2>")
+        parts.append(
+            "<p class='note'>Ratio = configuration / baseline (geometric mean of the per-round ratios) with its 95% "
+            "CI; <span class='better'>better</span> or <span class='worse'>worse</span> only when the Holm-adjusted "
+            f"p is below {s.alpha:g} and the change exceeds the metric's noise floor; "
+            "<span class='floor'>below the noise floor</span> when it is significant but smaller.</p>"
+        )
+        parts.append(_verdicts(s))
+    parts.append(f"<h2>{h.escape(tables.ranking_title(s))}</h2>")
     parts.append(
         "<p class='note'>Geometric means across repeats with [95% t-interval] "
         f"(none with fewer than {stats.MIN_REPEATS} repeats); <i>vs baseline</i> repeats the verdict above.</p>"
@@ -393,6 +426,12 @@ def render(s: Summary, run_dir: Path) -> str:
             "One panel per series, one line per configuration: the median over its successful repeats at each "
             "second since the load started, shaded from the minimum to the maximum; dotted: end of warm-up.",
             _series(s, run_dir, colors),
+        ),
+        (
+            "Soak series",
+            "What the soak's lines are computed from: RSS, descriptors and threads read from /proc every second, "
+            "the live heap and goroutines from the server's metrics; dotted: end of warm-up, where growth starts.",
+            _series(s, run_dir, colors, soak_series=True) if soak.is_soak(s) else None,
         ),
     ):
         if fig is None:

@@ -51,6 +51,8 @@ class Summary:
     alpha: float = stats.ALPHA
 
     def ranked(self, metric: str | None = None) -> list[CellSummary]:
+        if self.meta.get("soak"):
+            return list(self.cells)  # a soak ranks nothing: the experiment's order
         metric = metric or self.rank_metric
         higher = stats.METRIC_INFO[metric][3]
 
@@ -165,7 +167,7 @@ def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
     alpha = float(meta.get("alpha", stats.ALPHA))
     s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha)
     base = cells.get(baseline)
-    if base is None:
+    if base is None or meta.get("soak"):  # a soak compares nothing: one run per cell, each judged alone
         return s
     for c in cells.values():
         for m, _, _, higher in stats.METRICS:

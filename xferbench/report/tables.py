@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from xferbench import stats
-from xferbench.report import fmt
+from xferbench.report import fmt, soak
 from xferbench.report.summary import CellSummary, Summary, Verdict
 
 # The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
@@ -89,6 +89,8 @@ def aa_text(s: Summary) -> str | None:
 
 def header(s: Summary) -> list[tuple[str, str]]:
     """(label, plain text) lines for the top of every report, right after the title."""
+    if soak.is_soak(s):
+        return [("Soak", soak.goal_text(s)), ("Pinning", pinning_text(s.meta))]
     rank = title(s.rank_metric)
     if s.rank_metric not in s.present_metrics():
         rank += " (not measured by any cell: the table keeps the experiment's order)"
@@ -128,6 +130,19 @@ def header(s: Summary) -> list[tuple[str, str]]:
     lines.append(("Verdicts", verdicts))
     lines.append(("Method", METHOD))
     return lines
+
+
+def ranking_title(s: Summary) -> str:
+    return soak.FIGURES_TITLE if soak.is_soak(s) else f"Ranking by {title(s.rank_metric)}"
+
+
+def soak_markdown(s: Summary) -> list[str]:
+    """The soak section: one line per run, "LEAK?" in bold with its reasons."""
+    out = ["## Soak", ""]
+    for ln in soak.lines(s):
+        verdict = f"**{ln.verdict}** ({ln.why})" if soak.flagged(ln) else ln.verdict
+        out.append(f"- `{ln.run}`: {ln.text}: {verdict}")
+    return out if len(out) > 2 else [*out, "No run finished with soak figures."]
 
 
 def verdict_row(s: Summary, v: Verdict) -> list[str]:
@@ -218,8 +233,11 @@ def markdown(s: Summary) -> str:
     if meta.get("interrupted"):
         out += ["**Interrupted**: the sweep was stopped; the tables hold what was measured.", ""]
 
-    out += [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
-    if s.verdicts:
+    if soak.is_soak(s):
+        out += soak_markdown(s)
+    else:
+        out += [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
+    if s.verdicts:  # never in a soak
         out.append("| " + " | ".join(VERDICT_HEAD) + " |")
         out.append("|---|---|" + "---:|" * 2 + "---|" + "---:|" * 2)
         for v in s.verdicts:
@@ -228,12 +246,12 @@ def markdown(s: Summary) -> str:
             if v.comparison.verdict in (stats.BETTER, stats.WORSE):
                 row[4] = f"**{row[4]}**"
             out.append("| " + " | ".join(_md(x) for x in row) + " |")
-    else:
+    elif not soak.is_soak(s):
         out.append(NO_VERDICTS.capitalize() + ".")
     out.append("")
 
     out += [
-        f"## Ranking by {title(s.rank_metric)}",
+        f"## {ranking_title(s)}",
         "",
         "Geometric means across repeats, [95% t-interval] where there are at least "
         f"{stats.MIN_REPEATS} repeats; *vs baseline* repeats the ratio, CI and verdict of the table above.",
