@@ -11,7 +11,8 @@
 
 #include "handlers.h"
 
-#define CONN_RBUF_SIZE (64 * 1024)          /* a connection's first read buffer; it doubles as a larger frame arrives */
+#define CONN_RBUF_SIZE (64 * 1024)          /* a connection's first read buffer; it grows as a larger frame arrives */
+#define FRAME_EXACT_FRACTION 16             /* once this fraction of a frame arrived, its buffer takes its whole size */
 #define LOOP_TICK_MS 100                    /* how often loops check read and write timeouts */
 #define LOOP_MAX_EVENTS 128
 #define LOOP_READS_PER_EVENT 16             /* recv calls per readiness event, so one client can't starve others */
