@@ -16,6 +16,7 @@ from xferbench.report import fmt
 from xferbench.report.summary import CellSummary
 
 EXIT_INTERRUPTED = 130
+EXIT_SOME_RUNS_FAILED = 3  # `xferbench run`: the report exists, but some runs failed (all failed: 1)
 
 
 def _console() -> Console:
@@ -28,7 +29,7 @@ def _console() -> Console:
 def cmd_run(args: argparse.Namespace) -> int:
     from xferbench import report, runner
     from xferbench.progress import RichProgress, final_table
-    from xferbench.sources import FileSDRegistry, PromQLSource, ScrapeSource, stack_registry
+    from xferbench.sources import FileSDRegistry, PromQLError, PromQLSource, ScrapeSource, stack_registry
 
     err = Console(stderr=True)
     try:
@@ -42,6 +43,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.prometheus:
         register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack_registry()
         source = PromQLSource(args.prometheus, register=register)
+        try:
+            source.check()
+        except PromQLError as e:
+            err.print(f"[red]error:[/] --prometheus: {e}", highlight=False)
+            return 2
     else:
         source = ScrapeSource()
     run_dir = Path(args.out) if args.out else Path(args.results) / f"{runner.utc_stamp()}-{exp.name}"
@@ -64,7 +70,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.print(f"report: {run_dir / 'report.html'}", highlight=False, soft_wrap=True)
     if res.interrupted:
         return EXIT_INTERRUPTED
-    return 1 if failed and len(failed) == len(res.rows) else 0
+    if not failed:
+        return 0
+    return 1 if len(failed) == len(res.rows) else EXIT_SOME_RUNS_FAILED
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -237,7 +245,12 @@ def _duration(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xferbench", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run an experiment (a TOML file or a shipped name such as 'quick')")
+    r = sub.add_parser(
+        "run",
+        help="run an experiment (a TOML file or a shipped name such as 'quick')",
+        epilog="exit status: 0 every run measured, 3 some runs failed (report written), 1 every run failed, "
+        "2 refused to start, 130 interrupted",
+    )
     r.add_argument("experiment")
     r.add_argument("--out", help="the run directory (default: RESULTS/<UTC time>-<experiment>)")
     r.add_argument("--results", default="results", help="parent of run directories (default: results)")

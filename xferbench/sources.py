@@ -116,6 +116,11 @@ class PromQLSource(MetricsSource):
             raise PromQLError(f"Prometheus at {self.base}: {body.get('error', body)}")
         return body["data"]
 
+    def check(self) -> None:
+        """Raises PromQLError unless Prometheus answers a query: called before any server starts, so an
+        unreachable URL stops the run at once instead of failing every cell."""
+        self._get("/api/v1/query", {"query": "1"})
+
     def _selector(self) -> str:
         names = "|".join(p.rstrip("_") + ".*" for p in KEEP_PREFIXES)
         return f'{{__name__=~"{names}",instance="{self.instance}"}}'
