@@ -140,8 +140,8 @@ def test_cancelled_upload_leaves_nothing(stub: pb_grpc.FileTransferStub) -> None
     release = threading.Event()
 
     def msgs() -> Iterator[pb.UploadRequest]:
-        yield header("cancelled.bin", 6, 3)
-        yield chunk(b"abc")
+        yield header("cancelled.bin", 2048, 1024)  # a valid upload (--min-chunk), cut by the cancel alone
+        yield chunk(b"a" * 1024)
         release.wait(TIMEOUT_S)
 
     fut = stub.Upload.future(msgs(), timeout=TIMEOUT_S)
