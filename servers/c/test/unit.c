@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "blk.h"
+#include "bodydiff.h"
 #include "frame.h"
 #include "gen.h"
 #include "handlers.h"
@@ -17,6 +19,7 @@
 #include "names.h"
 #include "pbwire.h"
 #include "pool.h"
+#include "reqbody.h"
 #include "store.h"
 #include "check.h"
 #include "edges.h"
@@ -188,6 +191,8 @@ static void body_vector(const vec_line *l, void *ctx) {
     uint8_t *got = malloc(n + 1);
     protobuf_c_message_pack(msg, got);
     CHECK(n == want_len && memcmp(got, want, n) == 0, "line %d: %s packs differently", l->line, l->field[0]);
+    char why[256];
+    CHECK(bodydiff_check(want, want_len, why, sizeof why) == 0, "line %d: in place vs protobuf-c: %s", l->line, why);
     ProtobufCMessage *back = protobuf_c_message_unpack(d, mem_pb_allocator(), want_len, want);
     CHECK(back != NULL, "line %d: %s does not unpack", l->line, l->field[0]);
     if (back) {
@@ -282,17 +287,13 @@ static void test_names(void) {
 
 /* ---------- store ---------- */
 
-static uint8_t *chunk_of(const uint8_t *src, size_t n) {
-    uint8_t *b = mem_alloc(n ? n : 1);
-    memcpy(b, src, n);
-    return b;
-}
-
-/* Stores src[off..off+n) as a chunk; frees the buffer unless the store kept it. */
+/* Stores src[off..off+n) as a chunk from a block of its own (as a large frame arrives): the mem store keeps a
+ * reference to it, and our reference is dropped here. */
 static xerr_code put_chunk(store *s, uint64_t id, const uint8_t *src, uint64_t off, size_t n, uint64_t *rcv, xerr *e) {
-    uint8_t *b = chunk_of(src + off, n);
-    xerr_code c = store_upload_chunk(s, id, off, &b, n, rcv, e);
-    mem_free(b);
+    blk *b = blk_new(n ? n : 1);
+    memcpy(b->data, src + off, n);
+    xerr_code c = store_upload_chunk(s, id, off, b->data, n, b, rcv, e);
+    blk_unref(b);
     return c;
 }
 
@@ -518,7 +519,9 @@ static handler_result call(const handler_ctx *hc, const char *method, uint64_t s
     size_t bl = req ? protobuf_c_message_pack(req, body) : 0;
     handler_result r;
     reqhdr h = {method, strlen(method), seq};
-    CHECK(handle_request(hc, method_lookup(method, h.method_len), &h, body, bl, &r) == 0, "handle %s", method);
+    CHECK(handle_request(hc, method_lookup(method, h.method_len), &h, body, bl, NULL, &r) == 0 &&
+              handler_result_flatten(&r) == 0,
+          "handle %s", method);
     return r;
 }
 
@@ -557,7 +560,7 @@ static void test_handlers(void) {
 
     handler_result bad;
     reqhdr chunk_hdr = {"Xfer.UploadChunk", 16, 4};
-    CHECK(handle_request(&hc, M_UPLOAD_CHUNK, &chunk_hdr, (const uint8_t *)"\xff\xff\xff", 3, &bad) == 0 &&
+    CHECK(handle_request(&hc, M_UPLOAD_CHUNK, &chunk_hdr, (const uint8_t *)"\xff\xff\xff", 3, NULL, &bad) == 0 &&
               bad.code == XERR_INVALID_ARGUMENT, "malformed body");
     h = resp_header(&bad, &p);
     CHECK(h && strcmp(h->error, "invalid_argument: malformed UploadChunkRequest body") == 0, "%s", h ? h->error : "?");
@@ -615,6 +618,136 @@ static void test_handlers(void) {
     CHECK(h && strcmp(h->error, "invalid_argument: name \"gen:1:2\" is reserved for generated content") == 0, "reserved");
     xfer__v1__response_header__free_unpacked(h, NULL);
     mem_free(r.frame);
+    store_close(s);
+}
+
+/* ---------- in-place request bodies ---------- */
+
+/* Bodies at the edges of the wire format: each must be accepted or refused as protobuf-c (after pbwire_check)
+ * does, with equal fields. */
+static void test_reqbody(void) {
+    static const struct {
+        const char *what;
+        const char *hex;
+        int ok_as_echo; /* whether EchoRequest accepts it */
+    } cases[] = {
+        {"empty", "", 1},
+        {"payload", "0a03616263", 1},
+        {"last occurrence wins", "0a01610a026263", 1},
+        {"unknown varint field", "109601", 1},
+        {"unknown fixed64 field", "110102030405060708", 1},
+        {"unknown fixed32 field", "1501020304", 1},
+        {"unknown length-delimited field", "1a0278790a0161", 1},
+        {"5-byte tag", "8a80808000" "0161", 1},
+        {"6-byte tag", "8a8080808000" "0161", 0},
+        {"5-byte length prefix", "0a8180808000" "61", 1},
+        {"6-byte length prefix", "0a818080808000" "61", 0},
+        {"field number 0", "0261", 0},
+        {"field 0 by a long tag", "820000", 0},
+        {"group", "0b0c", 0},
+        {"wire type 6", "0e", 0},
+        {"payload as a varint", "0801", 0},
+        {"payload as fixed32", "0d01020304", 0},
+        {"truncated length", "0a05616263", 0},
+        {"truncated varint", "1080", 0},
+        {"11-byte varint", "10ffffffffffffffffffff01", 0},
+        {"10-byte varint past 64 bits", "10ffffffffffffffffff02", 0},
+        {"10-byte varint at 64 bits", "10ffffffffffffffffff01", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n;
+        uint8_t *b = vec_hex(cases[i].hex, &n);
+        char why[256];
+        CHECK(b && bodydiff_check(b, n, why, sizeof why) == 0, "%s: %s", cases[i].what, b ? why : "hex");
+        rb_echo e;
+        CHECK(b && (rb_echo_decode(b, n, &e) == 0) == cases[i].ok_as_echo, "%s: echo %s", cases[i].what,
+              cases[i].ok_as_echo ? "accepts" : "refuses");
+        free(b);
+    }
+    /* 32-bit fields, strings: ReadRequest{name, offset, length} */
+    static const struct {
+        const char *what, *hex;
+        int ok;
+    } reads[] = {
+        {"length at 2^32-1", "18ffffffff0f", 1},
+        {"length at 2^32", "188080808010", 0},
+        {"name not UTF-8", "0a01ff", 0},
+        {"name with NUL (UTF-8; names.c refuses it)", "0a03610062", 1},
+        {"earlier name not UTF-8", "0a01ff0a0161", 0},
+    };
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        size_t n;
+        uint8_t *b = vec_hex(reads[i].hex, &n);
+        char why[256];
+        CHECK(b && bodydiff_check(b, n, why, sizeof why) == 0, "%s: %s", reads[i].what, b ? why : "hex");
+        rb_read r;
+        CHECK(b && (rb_read_decode(b, n, &r) == 0) == reads[i].ok, "%s", reads[i].what);
+        free(b);
+    }
+    /* in place: the chunk's bytes are the body's own */
+    static const uint8_t chunk[] = {0x08, 0x07, 0x10, 0x80, 0x20, 0x1a, 0x03, 'x', 'y', 'z'};
+    rb_upload_chunk c;
+    CHECK(rb_upload_chunk_decode(chunk, sizeof chunk, &c) == 0 && c.upload_id == 7 && c.offset == 4096 &&
+              c.data.p == chunk + 7 && c.data.len == 3,
+          "chunk data decoded in place");
+}
+
+/* Bulk bytes go from block to block by reference: a mem store file's chunks are the blocks they arrived in,
+ * a large Echo answers from the request's block, a small one is copied. */
+static void test_zero_copy(void) {
+    store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 65536, .max_uploads = 8,
+                        .upload_idle_timeout_ms = 60000};
+    char err[128];
+    store *s = store_open(&cfg, err, sizeof err);
+    CHECK(s != NULL, "store_open: %s", err);
+    if (!s) return;
+    uint64_t id, rcv, size;
+    uint32_t crc;
+    xerr e;
+    blk *b = blk_new(8192);
+    for (size_t i = 0; i < 8192; i++) b->data[i] = (uint8_t)(i * 31);
+    CHECK(store_upload_begin(s, "zc", 2, 8000, 8000, &id, &e) == XERR_OK, "begin");
+    CHECK(store_upload_chunk(s, id, 0, b->data + 100, 8000, b, &rcv, &e) == XERR_OK, "chunk");
+    CHECK(atomic_load(&b->refs) == 2, "the store holds the block, no copy");
+    CHECK(store_upload_commit(s, id, (uint32_t)crc32(0, b->data + 100, 8000), &size, &crc, &e) == XERR_OK, "commit");
+    store_file *f = store_file_get(s, "zc", 2, &e);
+    blk_span sp[RESULT_SPANS];
+    int n = f ? store_file_spans(f, 50, 1000, sp, RESULT_SPANS) : -1;
+    CHECK(n == 1 && sp[0].p == b->data + 150 && sp[0].len == 1000 && sp[0].ref == b, "Read spans the arrived block");
+    for (int k = 0; k < n; k++) blk_unref(sp[k].ref);
+    store_file_release(f);
+
+    /* a small chunk in a large read buffer is copied, so it pins nothing */
+    blk *big = blk_new(65536);
+    memset(big->data, 'q', 100);
+    CHECK(store_upload_begin(s, "small", 5, 100, 100, &id, &e) == XERR_OK &&
+              store_upload_chunk(s, id, 0, big->data, 100, big, &rcv, &e) == XERR_OK && atomic_load(&big->refs) == 1,
+          "small chunk copied");
+    blk_unref(big);
+
+    handler_ctx hc = {.st = s, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk};
+    blk *req = blk_new(4096);
+    static const uint8_t lead[] = {0x0a, 0xe8, 0x1f}; /* EchoRequest{payload: 4072 bytes} */
+    memcpy(req->data, lead, sizeof lead);
+    memset(req->data + sizeof lead, 'e', 4072);
+    reqhdr h = {"Xfer.Echo", 9, 3};
+    handler_result r;
+    CHECK(handle_request(&hc, M_ECHO, &h, req->data, 4075, req, &r) == 0 && r.nspan == 1 &&
+              r.span[0].p == req->data + 3 && atomic_load(&req->refs) == 2,
+          "large Echo answers from the request's block");
+    size_t total = handler_result_size(&r);
+    CHECK(handler_result_flatten(&r) == 0 && r.len == total && atomic_load(&req->refs) == 1 &&
+              memcmp(r.frame + total - 4072, req->data + 3, 4072) == 0,
+          "flattened answer holds the payload");
+    mem_free(r.frame);
+    static const uint8_t small[] = {0x0a, 0x02, 'h', 'i'};
+    memcpy(req->data, small, sizeof small);
+    CHECK(handle_request(&hc, M_ECHO, &h, req->data, sizeof small, req, &r) == 0 && r.nspan == 0 &&
+              atomic_load(&req->refs) == 1,
+          "small Echo copied");
+    handler_result_release(&r);
+    blk_unref(req);
+    blk_unref(b);
     store_close(s);
 }
 
@@ -716,12 +849,15 @@ int main(int argc, char **argv) {
     test_store_limits(STORE_DISK);
     test_store_disk_trust();
     test_handlers();
+    test_reqbody();
+    test_zero_copy();
     test_pool();
     failures += edges_run(vdir, &checks);
     /* the same store and handler paths again with the pool serving every buffer */
     mem_init(MEM_POOL);
     test_store_kind(STORE_MEM);
     test_handlers();
+    test_zero_copy();
     mem_shutdown();
     mem_init(MEM_SYSTEM);
     mem_shutdown();
