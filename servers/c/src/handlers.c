@@ -5,6 +5,7 @@
 
 #include "frame.h"
 #include "gen.h"
+#include "gencache.h"
 #include "mem.h"
 #include "names.h"
 #include "reqbody.h"
@@ -148,9 +149,9 @@ typedef struct {
     uint64_t seed;
 } read_source;
 
-/* ReadResponse{data, size, crc32} in canonical field order. The data is sent from the mem store's blocks
- * when it spans at most RESULT_SPANS of them; otherwise it is written straight into the frame: read from
- * disk (the one copy on the way out), generated, or copied from many small chunks. Returns 1 with err set on
+/* ReadResponse{data, size, crc32} in canonical field order. The data is sent from the mem store's blocks or
+ * the generated-content cache when it spans at most RESULT_SPANS of them; otherwise it is written straight
+ * into the frame: read from disk (the one copy on the way out), generated, or copied from many small chunks. Returns 1 with err set on
  * an I/O error. */
 static int encode_read(const reqhdr *h, const read_source *src, uint64_t offset, size_t dlen,
                        uint64_t size, uint32_t crc, handler_result *out, xerr *err) {
@@ -159,7 +160,9 @@ static int encode_read(const reqhdr *h, const read_source *src, uint64_t offset,
     if (size) { tail[tl++] = 0x10; tl = (size_t)(put_varint(tail + tl, size) - tail); }
     if (crc) { tail[tl++] = 0x18; tl = (size_t)(put_varint(tail + tl, crc) - tail); }
     size_t lead = bytes_lead_size(dlen), body_len = lead + dlen + tl;
-    int ns = src->file && dlen ? store_file_spans(src->file, offset, dlen, out->span, RESULT_SPANS) : -1;
+    int ns = !dlen ? -1
+             : src->file ? store_file_spans(src->file, offset, dlen, out->span, RESULT_SPANS)
+                         : gencache_spans(src->seed, offset, dlen, out->span, RESULT_SPANS);
     uint8_t *p = begin_response(h, body_len, lead, ns >= 0 ? 0 : dlen, tl, out);
     if (!p) {
         for (int k = 0; k < ns; k++) blk_unref(out->span[k].ref);

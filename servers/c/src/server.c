@@ -18,6 +18,7 @@
 
 #include "blk.h"
 #include "frame.h"
+#include "gen.h"
 #include "mem.h"
 #include "net.h"
 #include "stats.h"
@@ -871,6 +872,7 @@ void server_stop(server *s) {
         close(lp->evfd);
         pthread_mutex_destroy(&lp->mu);
     }
+    gen_crc_cache_reset(); /* the generated blocks handlers cached (gencache.h) */
     close(s->stop_fd);
     close(s->spare_fd);
     mem_free(s->nofd_frame);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include "blk.h"
@@ -380,7 +381,7 @@ xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, const uint8
                       (unsigned long long)offset, len, (unsigned long long)want);
         goto out;
     }
-    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), data, (uInt)len);
+    uint32_t crc = libdeflate_crc32(0, data, len); /* zlib's CRC-32, several times faster (profile: 23% of uploads) */
     if (u->chunks) { /* mem: hold the bytes where they arrived; copy only a chunk too small to pin its block */
         if (blk_worth_keeping(owner, len)) {
             keep = (blk_span){data, len, blk_ref(owner)};
