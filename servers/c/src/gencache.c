@@ -8,9 +8,10 @@
 
 #include "gen.h"
 #include "mem.h"
+#include "stats.h"
 
 typedef struct {
-    uint64_t seed, index, last_use;
+    uint64_t seed, index, last_use, last_ms;
     blk *b; /* NULL: free slot */
 } block_entry;
 
@@ -32,6 +33,7 @@ static blk *block_get(uint64_t seed, uint64_t index) {
     for (int i = 0; i < GENCACHE_BLOCKS; i++)
         if (blocks[i].b && blocks[i].seed == seed && blocks[i].index == index) {
             blocks[i].last_use = ++clock_;
+            blocks[i].last_ms = stats_now_ns() / 1000000u;
             blk *b = blk_ref(blocks[i].b);
             pthread_mutex_unlock(&mu);
             return b;
@@ -48,7 +50,7 @@ static blk *block_get(uint64_t seed, uint64_t index) {
         if (blocks[i].last_use < blocks[victim].last_use) victim = i;
     }
     blk *old = blocks[victim].b;
-    blocks[victim] = (block_entry){seed, index, ++clock_, blk_ref(nb)};
+    blocks[victim] = (block_entry){seed, index, ++clock_, stats_now_ns() / 1000000u, blk_ref(nb)};
     pthread_mutex_unlock(&mu);
     blk_unref(old);
     return nb;
@@ -150,6 +152,19 @@ uint32_t gencache_crc(uint64_t size, uint64_t seed) {
     }
     if (rest) c = crc32_combine(c, block_crc(seed, full, rest), (z_off_t)rest);
     return (uint32_t)c;
+}
+
+void gencache_expire(uint64_t now_ms) {
+    blk *drop[GENCACHE_BLOCKS];
+    int n = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < GENCACHE_BLOCKS; i++)
+        if (blocks[i].b && now_ms - blocks[i].last_ms >= GENCACHE_IDLE_MS && now_ms >= blocks[i].last_ms) {
+            drop[n++] = blocks[i].b;
+            blocks[i] = (block_entry){0};
+        }
+    pthread_mutex_unlock(&mu);
+    while (n) blk_unref(drop[--n]); /* outside the lock: a free may take a while */
 }
 
 void gencache_reset(void) {

@@ -19,6 +19,7 @@
 #include "blk.h"
 #include "frame.h"
 #include "gen.h"
+#include "gencache.h"
 #include "mem.h"
 #include "net.h"
 #include "stats.h"
@@ -586,6 +587,7 @@ static void loop_take_incoming(loop *lp) {
 }
 
 static void loop_sweep(loop *lp, uint64_t now) {
+    if (lp == &lp->srv->loops[0]) gencache_expire(now); /* an idle server holds no generated content */
     uint64_t limit = lp->srv->cfg.read_timeout_ms, wlimit = lp->srv->cfg.write_timeout_ms;
     for (conn *c = lp->conns, *n; c; c = n) {
         n = c->next;
