@@ -3,7 +3,7 @@
 # Build context: the repository root (docker-compose.yml sets it).
 FROM debian:12.11-slim AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential libprotobuf-c-dev zlib1g-dev \
+ && apt-get install -y --no-install-recommends build-essential libprotobuf-c-dev zlib1g-dev libdeflate-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY servers/c/ servers/c/
@@ -12,7 +12,7 @@ RUN make -C servers/c -j2 && install -D build/bin/xferd-c /out/xferd-c
 FROM debian:12.11-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libprotobuf-c1 zlib1g \
+      libprotobuf-c1 zlib1g libdeflate0 \
       libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home xferd

@@ -1,8 +1,12 @@
-/* xferd-c-bench: a closed-loop echo storm against a running server over the frame protocol.
- * Each of --conns threads keeps --depth Echo calls of --size bytes in flight for --seconds and
- * prints one line: calls/s, MB/s each way, p50/p99 latency (log-bucket histogram).
- * On the server each call crosses threads twice: the request buffer is allocated on an io thread
- * and freed on a worker, the response buffer allocated on the worker and freed on the io thread. */
+/* xferd-c-bench: a closed-loop load driver for the frame protocol, bounded by --seconds.
+ * Each of --conns threads keeps --depth calls in flight on its own connection and matches answers by seq
+ * (servers answer in any order). Methods:
+ *   echo    Echo calls of --size bytes;
+ *   upload  files of --file-size bytes in --size chunks: UploadBegin, the chunks pipelined, UploadCommit
+ *           (names bench-<conn>-<k mod 4>, so a later read run finds them);
+ *   read    Read calls of --size bytes over --name (default gen:<file-size>:1), offsets cycling through it.
+ * Prints one line: calls/s, MB/s of payload, p50/p99 latency (log-bucket histogram), calls and errors.
+ * Requests are written with writev straight from one prepared content buffer, so the client copies nothing. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -12,26 +16,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "frame.h"
-#include "xfer/v1/file_transfer.pb-c.h"
 #include "xfer/v1/frame.pb-c.h"
 
 #define BENCH_MAX_CONNS 64
 #define BENCH_MAX_DEPTH 256
-#define HIST_BUCKETS 64 /* bucket k: latency in [2^(k/2), 2^((k+1)/2)) microseconds, roughly */
+#define BENCH_NAMES 4       /* upload names per connection, reused in turn */
+#define HIST_BUCKETS 64     /* bucket k: latency in [2^(k/2), 2^((k+1)/2)) microseconds, roughly */
+#define PREFIX_ROOM 256     /* frame prefix + header + body fields before a chunk's data */
+#define RESP_SLACK 4096     /* a response's header and small fields beyond its data */
+
+typedef enum { B_ECHO, B_UPLOAD, B_READ } bench_method;
 
 typedef struct {
     struct sockaddr_in sa;
-    int depth, seconds;
-    size_t size;
-    uint8_t *req;
-    size_t req_len;
-    unsigned long long calls, errors;
+    bench_method method;
+    int id, depth, seconds;
+    size_t size, file_size;
+    const uint8_t *content; /* file_size bytes (echo: size bytes) */
+    uint32_t content_crc;
+    const char *name;
+    unsigned long long calls, errors, bytes;
     unsigned long long hist[HIST_BUCKETS];
 } worker;
+
+typedef struct {
+    int fd;
+    uint64_t seq;
+    uint8_t *resp;
+    size_t resp_cap;
+    double sent_at[BENCH_MAX_DEPTH];
+    uint64_t slot_seq[BENCH_MAX_DEPTH]; /* seq of the call in flight in each slot, 0 when free */
+} conn;
 
 static double now_s(void) {
     struct timespec ts;
@@ -50,13 +71,21 @@ static int read_full(int fd, uint8_t *b, size_t n) {
     return 0;
 }
 
-static int write_full(int fd, const uint8_t *b, size_t n) {
-    while (n) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+static int writev_full(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
-        b += w;
-        n -= (size_t)w;
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
     }
     return 0;
 }
@@ -68,41 +97,196 @@ static int bucket_of(double us) {
     return k;
 }
 
+/* Sends one call: body = fixed (packed message without the bytes field) + optional bytes field 'tag' of
+ * data[0..dlen). The frame's prefix and header are built here; data goes out by writev, uncopied. */
+static int send_call(conn *c, const char *method, const uint8_t *fixed, size_t flen, uint8_t tag,
+                     const uint8_t *data, size_t dlen, int with_bytes) {
+    uint8_t pre[PREFIX_ROOM];
+    Xfer__V1__RequestHeader h = XFER__V1__REQUEST_HEADER__INIT;
+    h.method = (char *)method;
+    h.seq = ++c->seq;
+    size_t hl = xfer__v1__request_header__pack(&h, pre + FRAME_PREFIX_LEN);
+    uint8_t *p = pre + FRAME_PREFIX_LEN + hl;
+    memcpy(p, fixed, flen);
+    p += flen;
+    if (with_bytes) {
+        *p++ = tag;
+        size_t v = dlen;
+        while (v >= 0x80) { *p++ = (uint8_t)(v | 0x80); v >>= 7; }
+        *p++ = (uint8_t)v;
+    }
+    size_t head = (size_t)(p - pre);
+    frame_put_be32(pre, (uint32_t)(head - 4 + (with_bytes ? dlen : 0)));
+    frame_put_be32(pre + 4, (uint32_t)hl);
+    struct iovec iov[2] = {{pre, head}, {(void *)data, with_bytes ? dlen : 0}};
+    return writev_full(c->fd, iov, with_bytes && dlen ? 2 : 1);
+}
+
+/* Reads one response; returns its seq (0 on a connection error) and whether it carried an error, and leaves
+ * the body at *body. -1 when the connection broke. */
+static int recv_reply(conn *c, uint64_t *seq, int *failed, const uint8_t **body, size_t *blen) {
+    uint8_t pre[8];
+    if (read_full(c->fd, pre, 8)) return -1;
+    size_t rest = frame_be32(pre) - 4, hl = frame_be32(pre + 4);
+    if (rest > c->resp_cap || hl > rest || read_full(c->fd, c->resp, rest)) return -1;
+    Xfer__V1__ResponseHeader *h = xfer__v1__response_header__unpack(NULL, hl, c->resp);
+    if (!h) return -1;
+    *seq = h->seq;
+    *failed = h->error[0] != 0;
+    if (*failed) fprintf(stderr, "xferd-c-bench: %s\n", h->error);
+    xfer__v1__response_header__free_unpacked(h, NULL);
+    *body = c->resp + hl;
+    *blen = rest - hl;
+    return 0;
+}
+
+static size_t put_varint_field(uint8_t *p, uint8_t tag, uint64_t v) {
+    size_t n = 0;
+    if (!v) return 0;
+    p[n++] = tag;
+    while (v >= 0x80) { p[n++] = (uint8_t)(v | 0x80); v >>= 7; }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* A synchronous call (begin, commit); returns its body or NULL. */
+static const uint8_t *call_sync(worker *w, conn *c, const char *method, const uint8_t *body, size_t bl, size_t *rl) {
+    if (send_call(c, method, body, bl, 0, NULL, 0, 0)) return NULL;
+    uint64_t seq;
+    int failed;
+    const uint8_t *rb;
+    if (recv_reply(c, &seq, &failed, &rb, rl) || failed || seq != c->seq) {
+        w->errors++;
+        return NULL;
+    }
+    return rb;
+}
+
+/* Keeps depth calls in flight; next(k) sends the k-th call of the run, returns 1 when there are no more. */
+typedef int (*next_fn)(worker *w, conn *c, uint64_t k);
+
+static int run_pipelined(worker *w, conn *c, uint64_t ncalls, next_fn next, double end) {
+    int inflight = 0;
+    uint64_t sent = 0;
+    while (sent < ncalls || inflight) {
+        while (inflight < w->depth && sent < ncalls && now_s() < end) {
+            if (next(w, c, sent)) return -1;
+            int slot = 0; /* a free slot: answers come in any order */
+            while (c->slot_seq[slot]) slot++;
+            c->slot_seq[slot] = c->seq;
+            c->sent_at[slot] = now_s();
+            sent++;
+            inflight++;
+        }
+        if (!inflight) break;
+        uint64_t seq;
+        int failed;
+        const uint8_t *b;
+        size_t bl;
+        if (recv_reply(c, &seq, &failed, &b, &bl)) {
+            fprintf(stderr, "xferd-c-bench: connection lost\n");
+            return -1;
+        }
+        int slot = 0;
+        while (slot < w->depth && (seq == 0 || c->slot_seq[slot] != seq)) slot++;
+        if (slot == w->depth) {
+            fprintf(stderr, "xferd-c-bench: answer with unexpected seq %llu\n", (unsigned long long)seq);
+            return -1;
+        }
+        c->slot_seq[slot] = 0;
+        w->hist[bucket_of((now_s() - c->sent_at[slot]) * 1e6)]++;
+        w->calls++;
+        if (failed) w->errors++;
+        inflight--;
+        if (now_s() >= end) ncalls = sent;
+    }
+    return 0;
+}
+
+static int next_echo(worker *w, conn *c, uint64_t k) {
+    (void)k;
+    w->bytes += w->size;
+    return send_call(c, "Xfer.Echo", NULL, 0, 0x0a, w->content, w->size, 1);
+}
+
+static _Thread_local uint64_t upload_id;
+
+static int next_chunk(worker *w, conn *c, uint64_t k) {
+    uint8_t fixed[32];
+    uint64_t off = k * w->size;
+    size_t n = put_varint_field(fixed, 0x08, upload_id);
+    n += put_varint_field(fixed + n, 0x10, off);
+    size_t len = w->file_size - off < w->size ? w->file_size - off : w->size;
+    w->bytes += len;
+    return send_call(c, "Xfer.UploadChunk", fixed, n, 0x1a, w->content + off, len, 1);
+}
+
+static int next_read(worker *w, conn *c, uint64_t k) {
+    uint8_t fixed[512];
+    size_t nl = strlen(w->name), n = 0;
+    uint64_t nreads = w->file_size / w->size ? w->file_size / w->size : 1;
+    uint64_t off = (k % nreads) * w->size;
+    fixed[n++] = 0x0a;
+    fixed[n++] = (uint8_t)nl; /* names are at most 255 bytes: checked in main */
+    if (nl >= 0x80) { fixed[n - 1] = (uint8_t)(nl | 0x80); fixed[n++] = (uint8_t)(nl >> 7); }
+    memcpy(fixed + n, w->name, nl);
+    n += nl;
+    n += put_varint_field(fixed + n, 0x10, off);
+    n += put_varint_field(fixed + n, 0x18, w->size);
+    w->bytes += w->size;
+    return send_call(c, "Xfer.Read", fixed, n, 0, NULL, 0, 0);
+}
+
+static int upload_one(worker *w, conn *c, unsigned k, double end) {
+    char name[64];
+    int nl = snprintf(name, sizeof name, "bench-%d-%u", w->id, k % BENCH_NAMES);
+    uint8_t body[128];
+    size_t n = 0;
+    body[n++] = 0x0a;
+    body[n++] = (uint8_t)nl;
+    memcpy(body + n, name, (size_t)nl);
+    n += (size_t)nl;
+    n += put_varint_field(body + n, 0x10, w->file_size);
+    n += put_varint_field(body + n, 0x18, w->size);
+    size_t rl;
+    const uint8_t *rb = call_sync(w, c, "Xfer.UploadBegin", body, n, &rl);
+    if (!rb) return -1;
+    Xfer__V1__UploadBeginResponse *r = xfer__v1__upload_begin_response__unpack(NULL, rl, rb);
+    if (!r) return -1;
+    upload_id = r->upload_id;
+    xfer__v1__upload_begin_response__free_unpacked(r, NULL);
+    uint64_t nchunks = (w->file_size + w->size - 1) / w->size;
+    if (run_pipelined(w, c, nchunks, next_chunk, end + 3600)) return -1; /* a begun file is finished */
+    n = put_varint_field(body, 0x08, upload_id);
+    n += put_varint_field(body + n, 0x10, w->content_crc);
+    return call_sync(w, c, "Xfer.UploadCommit", body, n, &rl) ? 0 : -1;
+}
+
 static void *run(void *arg) {
     worker *w = arg;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    conn c = {.fd = socket(AF_INET, SOCK_STREAM, 0)};
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&w->sa, sizeof w->sa) != 0) {
+    setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (c.fd < 0 || connect(c.fd, (struct sockaddr *)&w->sa, sizeof w->sa) != 0) {
         perror("xferd-c-bench: connect");
         exit(1);
     }
-    double sent_at[BENCH_MAX_DEPTH];
-    uint8_t *resp = malloc(w->size + 4096);
+    c.resp_cap = w->size + RESP_SLACK;
+    c.resp = malloc(c.resp_cap);
     double end = now_s() + w->seconds;
-    for (int i = 0; i < w->depth; i++) {
-        sent_at[i] = now_s();
-        if (write_full(fd, w->req, w->req_len)) exit(1);
+    if (w->method == B_ECHO) {
+        run_pipelined(w, &c, UINT64_MAX, next_echo, end);
+    } else if (w->method == B_READ) {
+        run_pipelined(w, &c, UINT64_MAX, next_read, end);
+    } else {
+        for (unsigned k = 0; now_s() < end; k++)
+            if (upload_one(w, &c, k, end)) {
+                w->errors++;
+                break;
+            }
     }
-    int slot = 0;
-    for (;;) {
-        uint8_t pre[8];
-        if (read_full(fd, pre, 8)) break;
-        size_t rest = frame_be32(pre) - 4;
-        if (rest > w->size + 4096 || read_full(fd, resp, rest)) break;
-        Xfer__V1__ResponseHeader *h = xfer__v1__response_header__unpack(NULL, frame_be32(pre + 4), resp);
-        if (!h || h->error[0]) w->errors++;
-        if (h) xfer__v1__response_header__free_unpacked(h, NULL);
-        double t = now_s();
-        w->hist[bucket_of((t - sent_at[slot]) * 1e6)]++;
-        w->calls++;
-        if (t >= end) break;
-        sent_at[slot] = now_s();
-        if (write_full(fd, w->req, w->req_len)) break;
-        slot = (slot + 1) % w->depth;
-    }
-    close(fd);
-    free(resp);
+    close(c.fd);
+    free(c.resp);
     return NULL;
 }
 
@@ -116,23 +300,52 @@ static double pct(const unsigned long long *h, unsigned long long total, double 
     return lim;
 }
 
+static int usage(void) {
+    fprintf(stderr, "usage: xferd-c-bench --addr H:P [--method echo|upload|read] --conns N --depth D --size BYTES "
+                    "[--file-size BYTES] [--name NAME] --seconds S\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
-    const char *addr = "127.0.0.1:7071";
+    const char *addr = "127.0.0.1:7071", *name = NULL;
     int conns = 2, depth = 16, seconds = 3;
-    size_t size = 64;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--addr")) addr = argv[i + 1];
-        else if (!strcmp(argv[i], "--conns")) conns = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--depth")) depth = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seconds")) seconds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--size")) size = (size_t)strtoull(argv[i + 1], NULL, 10);
-        else {
-            fprintf(stderr, "usage: xferd-c-bench --addr H:P --conns N --depth D --size BYTES --seconds S\n");
-            return 2;
-        }
+    size_t size = 64, file_size = 64u << 20;
+    bench_method method = B_ECHO;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) return usage();
+        const char *v = argv[i + 1];
+        if (!strcmp(argv[i], "--addr")) addr = v;
+        else if (!strcmp(argv[i], "--conns")) conns = atoi(v);
+        else if (!strcmp(argv[i], "--depth")) depth = atoi(v);
+        else if (!strcmp(argv[i], "--seconds")) seconds = atoi(v);
+        else if (!strcmp(argv[i], "--size")) size = (size_t)strtoull(v, NULL, 10);
+        else if (!strcmp(argv[i], "--file-size")) file_size = (size_t)strtoull(v, NULL, 10);
+        else if (!strcmp(argv[i], "--name")) name = v;
+        else if (!strcmp(argv[i], "--method")) {
+            if (!strcmp(v, "echo")) method = B_ECHO;
+            else if (!strcmp(v, "upload")) method = B_UPLOAD;
+            else if (!strcmp(v, "read")) method = B_READ;
+            else {
+                fprintf(stderr, "xferd-c-bench: --method %s: want echo, upload or read\n", v);
+                return 2;
+            }
+        } else return usage();
     }
     if (conns < 1 || conns > BENCH_MAX_CONNS || depth < 1 || depth > BENCH_MAX_DEPTH || seconds < 1) {
         fprintf(stderr, "xferd-c-bench: conns 1..%d, depth 1..%d, seconds >= 1\n", BENCH_MAX_CONNS, BENCH_MAX_DEPTH);
+        return 2;
+    }
+    if (method != B_ECHO && (size == 0 || file_size == 0)) {
+        fprintf(stderr, "xferd-c-bench: --size and --file-size must be at least 1 for %s\n", argv[0]);
+        return 2;
+    }
+    char gen_name[64];
+    if (!name) {
+        snprintf(gen_name, sizeof gen_name, "gen:%zu:1", file_size);
+        name = gen_name;
+    }
+    if (strlen(name) > 255) {
+        fprintf(stderr, "xferd-c-bench: --name is longer than 255 bytes\n");
         return 2;
     }
     struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -145,34 +358,35 @@ int main(int argc, char **argv) {
     }
     sa.sin_port = htons((uint16_t)atoi(colon + 1));
 
-    Xfer__V1__EchoRequest er = XFER__V1__ECHO_REQUEST__INIT;
-    er.payload.len = size;
-    er.payload.data = malloc(size ? size : 1);
-    memset(er.payload.data, 0xab, size);
-    size_t bl = xfer__v1__echo_request__get_packed_size(&er);
-    uint8_t *body = malloc(bl);
-    xfer__v1__echo_request__pack(&er, body);
-    size_t fl = frame_request_size("Xfer.Echo", 1, bl);
-    uint8_t *req = malloc(fl);
-    frame_encode_request(req, "Xfer.Echo", 1, body, bl);
+    size_t clen = method == B_ECHO ? size : file_size;
+    uint8_t *content = malloc(clen ? clen : 1);
+    if (!content) {
+        fprintf(stderr, "xferd-c-bench: out of memory for %zu bytes of content\n", clen);
+        return 1;
+    }
+    for (size_t i = 0; i < clen; i++) content[i] = (uint8_t)(i * 2654435761u >> 13);
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), content, (uInt)clen);
 
     worker *ws = calloc((size_t)conns, sizeof *ws);
     pthread_t th[BENCH_MAX_CONNS];
     double t0 = now_s();
     for (int i = 0; i < conns; i++) {
-        ws[i] = (worker){.sa = sa, .depth = depth, .seconds = seconds, .size = size, .req = req, .req_len = fl};
+        ws[i] = (worker){.sa = sa, .method = method, .id = i, .depth = depth, .seconds = seconds, .size = size,
+                         .file_size = file_size, .content = content, .content_crc = crc, .name = name};
         pthread_create(&th[i], NULL, run, &ws[i]);
     }
-    unsigned long long calls = 0, errors = 0, hist[HIST_BUCKETS] = {0};
+    unsigned long long calls = 0, errors = 0, bytes = 0, hist[HIST_BUCKETS] = {0};
     for (int i = 0; i < conns; i++) {
         pthread_join(th[i], NULL);
         calls += ws[i].calls;
         errors += ws[i].errors;
+        bytes += ws[i].bytes;
         for (int k = 0; k < HIST_BUCKETS; k++) hist[k] += ws[i].hist[k];
     }
     double el = now_s() - t0;
     printf("calls_per_s=%.0f mb_per_s=%.1f p50_us=%.0f p99_us=%.0f calls=%llu errors=%llu\n", (double)calls / el,
-           (double)calls * (double)size / el / 1e6, pct(hist, calls, 0.5), pct(hist, calls, 0.99), calls, errors);
-    free(ws); free(req); free(body); free(er.payload.data);
+           (double)bytes / el / 1e6, pct(hist, calls, 0.5), pct(hist, calls, 0.99), calls, errors);
+    free(ws);
+    free(content);
     return errors ? 1 : 0;
 }

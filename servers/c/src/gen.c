@@ -4,13 +4,12 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "gencache.h"
 #include "names.h"
 
 #define GEN_GAMMA 0x9e3779b97f4a7c15ull
 #define GEN_CRC_CACHE 64          /* entries kept by gen_crc */
-#define GEN_CRC_BLOCK (64 * 1024) /* bytes generated per CRC step */
 
 uint64_t gen_word(uint64_t seed, uint64_t i) {
     uint64_t z = seed + (i + 1) * GEN_GAMMA;
@@ -89,6 +88,7 @@ static struct {
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void gen_crc_cache_reset(void) {
+    gencache_reset();
     pthread_mutex_lock(&cache.mu);
     memset(cache.e, 0, sizeof cache.e);
     cache.next = 0;
@@ -106,21 +106,14 @@ uint32_t gen_crc(uint64_t size, uint64_t seed) {
     }
     pthread_mutex_unlock(&cache.mu);
 
-    static _Thread_local uint8_t block[GEN_CRC_BLOCK];
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (uint64_t off = 0; off < size;) {
-        size_t n = size - off < GEN_CRC_BLOCK ? (size_t)(size - off) : GEN_CRC_BLOCK;
-        gen_fill(seed, off, block, n);
-        crc = crc32(crc, block, (uInt)n);
-        off += n;
-    }
+    uint32_t crc = gencache_crc(size, seed);
 
     pthread_mutex_lock(&cache.mu);
     unsigned k = cache.next++ % GEN_CRC_CACHE;
     cache.e[k].size = size;
     cache.e[k].seed = seed;
-    cache.e[k].crc = (uint32_t)crc;
+    cache.e[k].crc = crc;
     cache.e[k].used = 1;
     pthread_mutex_unlock(&cache.mu);
-    return (uint32_t)crc;
+    return crc;
 }

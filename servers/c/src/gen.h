@@ -17,10 +17,11 @@ void gen_fill(uint64_t seed, uint64_t offset, uint8_t *dst, size_t len);
  * invalid_argument (malformed, leading zeros, overflow, or size above max_size). */
 int gen_parse_name(const char *name, size_t len, uint64_t max_size, uint64_t *size, uint64_t *seed, xerr *err);
 
-/* CRC-32 (zlib) of the whole file gen:<size>:<seed>; recent results are cached (thread-safe). */
+/* CRC-32 of the whole file gen:<size>:<seed>, from the seed's block CRC-32s (gencache.h); the last 64 results
+ * are kept as well (thread-safe). */
 uint32_t gen_crc(uint64_t size, uint64_t seed);
 
-/* Frees nothing (the cache is static) but resets it; for tests. */
+/* Empties the caches (gencache.h's included); for tests and shutdown. */
 void gen_crc_cache_reset(void);
 
 #endif

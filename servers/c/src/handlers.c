@@ -5,9 +5,10 @@
 
 #include "frame.h"
 #include "gen.h"
+#include "gencache.h"
 #include "mem.h"
 #include "names.h"
-#include "pbwire.h"
+#include "reqbody.h"
 #include "reqhdr.h"
 #include "xfer/v1/file_transfer.pb-c.h"
 #include "xfer/v1/frame.pb-c.h"
@@ -105,61 +106,139 @@ static size_t put_prefix(uint8_t *dst, const char *method, size_t method_len, ui
     return (size_t)(p - dst);
 }
 
+/* ---- encoding a response whose bulk bytes come from elsewhere ---- */
+
+/* Starts a response of body_len bytes whose body begins with `lead` bytes written here (into the returned
+ * pointer), then has bulk bytes as spans or written by the caller, then `tail` bytes (at out->frame + out->len
+ * once the head is done). bulk_inline: the bulk bytes go into the head buffer too (copied or generated). */
+static uint8_t *begin_response(const reqhdr *h, size_t body_len, size_t lead, size_t bulk_inline, size_t tail,
+                               handler_result *out) {
+    size_t pl = prefix_size(reqhdr_echo_len(h), h->seq, "");
+    uint8_t *f = mem_alloc(pl + lead + bulk_inline + tail);
+    if (!f) return NULL;
+    put_prefix(f, h->method, reqhdr_echo_len(h), h->seq, "", body_len);
+    out->frame = f;
+    out->len = pl + lead + bulk_inline;
+    out->tail_len = tail;
+    return f + pl;
+}
+
+/* A bytes field's tag and length: the lead of a response whose first field is the bulk data. */
+static size_t bytes_lead(uint8_t *dst, size_t dlen) {
+    if (!dlen) return 0;
+    dst[0] = 0x0a;
+    return (size_t)(put_varint(dst + 1, dlen) - dst);
+}
+static size_t bytes_lead_size(size_t dlen) { return dlen ? 1 + varint_len(dlen) : 0; }
+
+/* EchoResponse{payload}: the payload is sent from the request's block when it fills most of it (large
+ * payloads), copied otherwise (a copy is cheaper than pinning a read buffer for a few bytes). */
+static int encode_echo(const reqhdr *h, const rb_bytes *payload, blk *owner, handler_result *out) {
+    size_t n = payload->len, lead = bytes_lead_size(n);
+    bool ref = blk_worth_keeping(owner, n);
+    uint8_t *p = begin_response(h, lead + n, lead, ref ? 0 : n, 0, out);
+    if (!p) return -1;
+    p += bytes_lead(p, n);
+    if (ref) out->span[out->nspan++] = (blk_span){payload->p, n, blk_ref(owner)};
+    else if (n) memcpy(p, payload->p, n);
+    return 0;
+}
+
 typedef struct {
     const store_file *file;   /* or NULL for gen: */
     uint64_t seed;
 } read_source;
 
-/* Encodes ReadResponse{data, size, crc32} by hand (canonical field order) so the data is written
- * straight into the frame: one copy from the store (or the generator), none through a temporary. */
+/* ReadResponse{data, size, crc32} in canonical field order. The data is sent from the mem store's blocks or
+ * the generated-content cache when it spans at most RESULT_SPANS of them; otherwise it is written straight
+ * into the frame: read from disk (the one copy on the way out), generated, or copied from many small chunks. Returns 1 with err set on
+ * an I/O error. */
 static int encode_read(const reqhdr *h, const read_source *src, uint64_t offset, size_t dlen,
                        uint64_t size, uint32_t crc, handler_result *out, xerr *err) {
-    size_t bl = (dlen ? 1 + varint_len(dlen) + dlen : 0) + (size ? 1 + varint_len(size) : 0) +
-                (crc ? 1 + varint_len(crc) : 0);
-    size_t pl = prefix_size(reqhdr_echo_len(h), h->seq, "");
-    uint8_t *f = mem_alloc(pl + bl);
-    if (!f) return -1;
-    put_prefix(f, h->method, reqhdr_echo_len(h), h->seq, "", bl);
-    uint8_t *p = f + pl;
-    if (dlen) {
-        *p++ = 0x0a;
-        p = put_varint(p, dlen);
-        if (src->file) {
-            if (store_file_read(src->file, offset, p, dlen, err) != XERR_OK) {
-                mem_free(f);
-                return 1;
-            }
-        } else {
-            gen_fill(src->seed, offset, p, dlen);
-        }
-        p += dlen;
+    uint8_t tail[24];
+    size_t tl = 0;
+    if (size) { tail[tl++] = 0x10; tl = (size_t)(put_varint(tail + tl, size) - tail); }
+    if (crc) { tail[tl++] = 0x18; tl = (size_t)(put_varint(tail + tl, crc) - tail); }
+    size_t lead = bytes_lead_size(dlen), body_len = lead + dlen + tl;
+    int ns = !dlen ? -1
+             : src->file ? store_file_spans(src->file, offset, dlen, out->span, RESULT_SPANS)
+                         : gencache_spans(src->seed, offset, dlen, out->span, RESULT_SPANS);
+    uint8_t *p = begin_response(h, body_len, lead, ns >= 0 ? 0 : dlen, tl, out);
+    if (!p) {
+        for (int k = 0; k < ns; k++) blk_unref(out->span[k].ref);
+        return -1;
     }
-    if (size) { *p++ = 0x10; p = put_varint(p, size); }
-    if (crc) { *p++ = 0x18; p = put_varint(p, crc); }
-    out->frame = f;
-    out->len = pl + bl;
+    p += bytes_lead(p, dlen);
+    if (ns >= 0) {
+        out->nspan = ns;
+    } else if (dlen && src->file) {
+        if (store_file_read(src->file, offset, p, dlen, err) != XERR_OK) {
+            mem_free(out->frame);
+            out->frame = NULL;
+            return 1;
+        }
+    } else if (dlen) {
+        gen_fill(src->seed, offset, p, dlen);
+    }
+    memcpy(out->frame + out->len, tail, tl);
     return 0;
 }
 
-/* `name` is field 1 of UploadBeginRequest, ReadRequest and StatRequest. Its length comes from the
- * wire, not strlen: protobuf-c's char* would hide an embedded NUL (pbwire.h). The body already
- * unpacked, so it is well formed. */
-#define NAME_FIELD 1
-#define WIRE_NAME_LEN(body, body_len) pbwire_bytes_len((body), (body_len), NAME_FIELD)
+/* StatResponse{name, size, crc32}, by hand: the name is in place, not NUL-terminated (and valid, so it holds
+ * no NUL). */
+static int encode_stat(const reqhdr *h, const char *name, size_t nl, uint64_t size, uint32_t crc,
+                       handler_result *out) {
+    size_t bl = 1 + varint_len(nl) + nl + (size ? 1 + varint_len(size) : 0) + (crc ? 1 + varint_len(crc) : 0);
+    uint8_t *p = begin_response(h, bl, bl, 0, 0, out);
+    if (!p) return -1;
+    *p++ = 0x0a;
+    p = put_varint(p, nl);
+    memcpy(p, name, nl);
+    p += nl;
+    if (size) { *p++ = 0x10; p = put_varint(p, size); }
+    if (crc) { *p++ = 0x18; put_varint(p, crc); }
+    return 0;
+}
+
+size_t handler_result_size(const handler_result *r) {
+    size_t n = r->len + r->tail_len;
+    for (int k = 0; k < r->nspan; k++) n += r->span[k].len;
+    return n;
+}
+
+void handler_result_release(handler_result *r) {
+    mem_free(r->frame);
+    r->frame = NULL;
+    for (int k = 0; k < r->nspan; k++) blk_unref(r->span[k].ref);
+    r->nspan = 0;
+}
+
+int handler_result_flatten(handler_result *r) {
+    if (!r->nspan && !r->tail_len) return 0;
+    size_t total = handler_result_size(r);
+    uint8_t *f = mem_alloc(total), *p = f;
+    if (!f) return -1;
+    memcpy(p, r->frame, r->len);
+    p += r->len;
+    for (int k = 0; k < r->nspan; k++) {
+        memcpy(p, r->span[k].p, r->span[k].len);
+        p += r->span[k].len;
+    }
+    memcpy(p, r->frame + r->len, r->tail_len);
+    handler_result_release(r);
+    r->frame = f;
+    r->len = total;
+    r->tail_len = 0;
+    return 0;
+}
 
 #define MALFORMED(type) xerr_set(&e, XERR_INVALID_ARGUMENT, "malformed " type " body")
 
-/* protobuf-c's unpack after pbwire_check: integers that overflow their 32-bit fields and strings that are
- * not UTF-8 make the body malformed, as in xferd-go (PROTOCOL.md "Integers"). */
-static void *unpack(const ProtobufCMessageDescriptor *d, const uint8_t *body, size_t body_len) {
-    if (pbwire_check(body, body_len, d) != 0) return NULL;
-    return protobuf_c_message_unpack(d, mem_pb_allocator(), body_len, body);
-}
-#define UNPACK(type, name) ((type *)unpack(&name##__descriptor, body, body_len))
+/* A name field, in place: not NUL-terminated, and may hold a NUL (which name_valid refuses). */
+#define NAME(b) ((const char *)(b).p), ((b).len)
 
 int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const uint8_t *body, size_t body_len,
-                   handler_result *out) {
-    ProtobufCAllocator *a = mem_pb_allocator();
+                   blk *owner, handler_result *out) {
     xerr e;
     e.code = XERR_OK;
     memset(out, 0, sizeof *out);
@@ -167,82 +246,77 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
     if (reqhdr_check_method(h, &e) != XERR_OK) m = M__COUNT; /* answered with e below */
     switch (m) {
     case M_UPLOAD_BEGIN: {
-        Xfer__V1__UploadBeginRequest *r = UNPACK(Xfer__V1__UploadBeginRequest, xfer__v1__upload_begin_request);
-        if (!r) { MALFORMED("UploadBeginRequest"); break; }
-        size_t nl = WIRE_NAME_LEN(body, body_len);
+        rb_upload_begin r;
+        if (rb_upload_begin_decode(body, body_len, &r) != 0) { MALFORMED("UploadBeginRequest"); break; }
         uint64_t id = 0;
-        if (name_valid(r->name, nl, &e)) {
-            if (name_is_gen(r->name, nl)) {
+        if (name_valid(NAME(r.name), &e)) {
+            if (name_is_gen(NAME(r.name))) {
                 char q[XERR_QUOTE_MAX];
-                xerr_quote(q, sizeof q, r->name, nl);
+                xerr_quote(q, sizeof q, NAME(r.name));
                 xerr_set(&e, XERR_INVALID_ARGUMENT, "name %s is reserved for generated content", q);
-            } else if (store_upload_begin_owned(hc->st, hc->conn_id, r->name, nl, r->size, r->chunk_size, &id, &e) == XERR_OK) {
+            } else if (store_upload_begin_owned(hc->st, hc->conn_id, NAME(r.name), r.size, r.chunk_size, &id, &e) ==
+                       XERR_OK) {
                 Xfer__V1__UploadBeginResponse resp = XFER__V1__UPLOAD_BEGIN_RESPONSE__INIT;
                 resp.upload_id = id;
                 rc = encode_msg(h, &resp.base, out);
             }
         }
-        xfer__v1__upload_begin_request__free_unpacked(r, a);
         break;
     }
     case M_UPLOAD_CHUNK: {
-        Xfer__V1__UploadChunkRequest *r = UNPACK(Xfer__V1__UploadChunkRequest, xfer__v1__upload_chunk_request);
-        if (!r) { MALFORMED("UploadChunkRequest"); break; }
+        rb_upload_chunk r;
+        if (rb_upload_chunk_decode(body, body_len, &r) != 0) { MALFORMED("UploadChunkRequest"); break; }
         uint64_t received = 0;
-        size_t len = r->data.len;
+        size_t len = r.data.len;
         if (len > hc->max_chunk) {
             xerr_set(&e, XERR_INVALID_ARGUMENT, "chunk length %zu exceeds limit %u", len, hc->max_chunk);
-        } else if (store_upload_chunk(hc->st, r->upload_id, r->offset, &r->data.data, len, &received, &e) ==
+        } else if (store_upload_chunk(hc->st, r.upload_id, r.offset, r.data.p, len, owner, &received, &e) ==
                    XERR_OK) {
-            if (!r->data.data) r->data.len = 0; /* the store kept the buffer */
             out->in_bytes = len;
             Xfer__V1__UploadChunkResponse resp = XFER__V1__UPLOAD_CHUNK_RESPONSE__INIT;
             resp.received = received;
             rc = encode_msg(h, &resp.base, out);
         }
-        xfer__v1__upload_chunk_request__free_unpacked(r, a);
         break;
     }
     case M_UPLOAD_COMMIT: {
-        Xfer__V1__UploadCommitRequest *r = UNPACK(Xfer__V1__UploadCommitRequest, xfer__v1__upload_commit_request);
-        if (!r) { MALFORMED("UploadCommitRequest"); break; }
+        rb_upload_commit r;
+        if (rb_upload_commit_decode(body, body_len, &r) != 0) { MALFORMED("UploadCommitRequest"); break; }
         uint64_t size = 0;
         uint32_t crc = 0;
-        if (store_upload_commit(hc->st, r->upload_id, r->crc32, &size, &crc, &e) == XERR_OK) {
+        if (store_upload_commit(hc->st, r.upload_id, r.crc32, &size, &crc, &e) == XERR_OK) {
             Xfer__V1__UploadCommitResponse resp = XFER__V1__UPLOAD_COMMIT_RESPONSE__INIT;
             resp.size = size;
             resp.crc32 = crc;
             rc = encode_msg(h, &resp.base, out);
         }
-        xfer__v1__upload_commit_request__free_unpacked(r, a);
         break;
     }
     case M_UPLOAD_ABORT: {
-        Xfer__V1__UploadAbortRequest *r = UNPACK(Xfer__V1__UploadAbortRequest, xfer__v1__upload_abort_request);
-        if (!r) { MALFORMED("UploadAbortRequest"); break; }
-        if (store_upload_abort(hc->st, r->upload_id, &e) == XERR_OK) {
+        rb_upload_abort r;
+        if (rb_upload_abort_decode(body, body_len, &r) != 0) { MALFORMED("UploadAbortRequest"); break; }
+        if (store_upload_abort(hc->st, r.upload_id, &e) == XERR_OK) {
             Xfer__V1__UploadAbortResponse resp = XFER__V1__UPLOAD_ABORT_RESPONSE__INIT;
             rc = encode_msg(h, &resp.base, out);
         }
-        xfer__v1__upload_abort_request__free_unpacked(r, a);
         break;
     }
     case M_READ:
     case M_STAT: {
-        ProtobufCMessage *msg;
-        const char *name;
+        rb_bytes nb;
         uint64_t offset = 0;
         uint32_t length = 0;
         if (m == M_READ) {
-            Xfer__V1__ReadRequest *r = UNPACK(Xfer__V1__ReadRequest, xfer__v1__read_request);
-            if (!r) { MALFORMED("ReadRequest"); break; }
-            msg = &r->base; name = r->name; offset = r->offset; length = r->length;
+            rb_read r;
+            if (rb_read_decode(body, body_len, &r) != 0) { MALFORMED("ReadRequest"); break; }
+            nb = r.name; offset = r.offset; length = r.length;
         } else {
-            Xfer__V1__StatRequest *r = UNPACK(Xfer__V1__StatRequest, xfer__v1__stat_request);
-            if (!r) { MALFORMED("StatRequest"); break; }
-            msg = &r->base; name = r->name;
+            rb_stat r;
+            if (rb_stat_decode(body, body_len, &r) != 0) { MALFORMED("StatRequest"); break; }
+            nb = r.name;
         }
-        size_t nl = WIRE_NAME_LEN(body, body_len);
+        const char *name = (const char *)nb.p;
+        size_t nl = nb.len;
         char q[XERR_QUOTE_MAX];
         xerr_quote(q, sizeof q, name, nl);
         read_source src = {0};
@@ -268,11 +342,7 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
             crc = store_file_crc(f);
         }
         if (m == M_STAT) {
-            Xfer__V1__StatResponse resp = XFER__V1__STAT_RESPONSE__INIT;
-            resp.name = (char *)name;
-            resp.size = size;
-            resp.crc32 = crc;
-            rc = encode_msg(h, &resp.base, out);
+            rc = encode_stat(h, name, nl, size, crc, out);
         } else if (offset > size) {
             xerr_set(&e, XERR_OUT_OF_RANGE, "offset %llu is past the end of file %s (size %llu)",
                      (unsigned long long)offset, q, (unsigned long long)size);
@@ -284,20 +354,14 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
         }
     rs_done:
         store_file_release(f);
-        protobuf_c_message_free_unpacked(msg, a);
         break;
     }
     case M_ECHO: {
-        Xfer__V1__EchoRequest *r = UNPACK(Xfer__V1__EchoRequest, xfer__v1__echo_request);
-        if (!r) { MALFORMED("EchoRequest"); break; }
-        if (r->payload.len > hc->max_chunk) {
-            xerr_set(&e, XERR_INVALID_ARGUMENT, "payload length %zu exceeds limit %u", r->payload.len, hc->max_chunk);
-        } else {
-            Xfer__V1__EchoResponse resp = XFER__V1__ECHO_RESPONSE__INIT;
-            resp.payload = r->payload;
-            rc = encode_msg(h, &resp.base, out);
-        }
-        xfer__v1__echo_request__free_unpacked(r, a);
+        rb_echo r;
+        if (rb_echo_decode(body, body_len, &r) != 0) { MALFORMED("EchoRequest"); break; }
+        if (r.payload.len > hc->max_chunk)
+            xerr_set(&e, XERR_INVALID_ARGUMENT, "payload length %zu exceeds limit %u", r.payload.len, hc->max_chunk);
+        else rc = encode_echo(h, &r.payload, owner, out);
         break;
     }
     case M_UNKNOWN: {
@@ -309,9 +373,14 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
     default: /* e already holds the header's call error */
         break;
     }
-    if (rc != 0) return -1;
+    if (rc != 0) {
+        handler_result_release(out);
+        return -1;
+    }
     out->code = e.code;
     if (e.code != XERR_OK) {
+        handler_result_release(out);
+        out->len = out->tail_len = 0;
         out->in_bytes = out->out_bytes = 0;
         out->frame = error_frame(h->method, reqhdr_echo_len(h), h->seq, e.msg, &out->len);
         if (!out->frame) return -1;

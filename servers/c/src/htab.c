@@ -1,6 +1,8 @@
 /* htab: chained hash table with FNV-1a hashing and doubling. */
 #include "htab.h"
 
+#include "mem.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,7 @@ static size_t hash_bytes(const void *key, size_t n) {
 int htab_init(htab *t) {
     t->nbuckets = HTAB_INITIAL_BUCKETS;
     t->count = 0;
-    t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+    t->buckets = mem_calloc(t->nbuckets, sizeof *t->buckets);
     return t->buckets ? 0 : -1;
 }
 
@@ -24,11 +26,11 @@ void htab_free(htab *t) {
         htab_entry *e = t->buckets[i];
         while (e) {
             htab_entry *n = e->next;
-            free(e);
+            mem_free(e);
             e = n;
         }
     }
-    free(t->buckets);
+    mem_free(t->buckets);
     t->buckets = NULL;
     t->nbuckets = t->count = 0;
 }
@@ -47,7 +49,7 @@ void *htab_get(const htab *t, const void *key, size_t klen) {
 
 static void grow(htab *t) {
     size_t nb = t->nbuckets * 2;
-    htab_entry **b = calloc(nb, sizeof *b);
+    htab_entry **b = mem_calloc(nb, sizeof *b);
     if (!b) return; /* keep the longer chains; still correct */
     for (size_t i = 0; i < t->nbuckets; i++) {
         htab_entry *e = t->buckets[i];
@@ -58,7 +60,7 @@ static void grow(htab *t) {
             e = n;
         }
     }
-    free(t->buckets);
+    mem_free(t->buckets);
     t->buckets = b;
     t->nbuckets = nb;
 }
@@ -72,7 +74,7 @@ int htab_put(htab *t, const void *key, size_t klen, void *value, void **old) {
         return 0;
     }
     if (old) *old = NULL;
-    htab_entry *e = malloc(sizeof *e + klen + 1);
+    htab_entry *e = mem_alloc(sizeof *e + klen + 1);
     if (!e) return -1;
     e->next = NULL;
     e->hash = h;
@@ -91,7 +93,7 @@ void *htab_del(htab *t, const void *key, size_t klen) {
     if (!e) return NULL;
     void *v = e->value;
     *pp = e->next;
-    free(e);
+    mem_free(e);
     t->count--;
     return v;
 }
@@ -103,7 +105,7 @@ void htab_sweep(htab *t, int (*fn)(void *ctx, const char *key, size_t klen, void
             htab_entry *e = *pp;
             if (fn(ctx, e->key, e->klen, e->value)) {
                 *pp = e->next;
-                free(e);
+                mem_free(e);
                 t->count--;
             } else {
                 pp = &e->next;

@@ -3,7 +3,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pool.h"
 
@@ -42,6 +44,13 @@ void *mem_alloc(size_t n) {
     if (mode == MEM_POOL) return pool_alloc(n);
     count_get();
     return malloc(n ? n : 1);
+}
+
+void *mem_calloc(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = mem_alloc(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
 }
 
 void mem_free(void *p) {

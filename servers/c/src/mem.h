@@ -15,6 +15,7 @@ void mem_init(mem_mode mode);
 mem_mode mem_get_mode(void);
 
 void *mem_alloc(size_t n);
+void *mem_calloc(size_t n, size_t size); /* zeroed; NULL when n * size overflows */
 void mem_free(void *p);
 
 /* The allocator handed to protobuf-c's __unpack / __free_unpacked. */

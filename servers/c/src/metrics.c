@@ -144,7 +144,7 @@ char *metrics_render(const metrics_info *mi, size_t *len) {
     mem_counts mc;
     mem_counts_get(&mc);
     header(&b, "xfer_buffer_pool_gets_total", "counter",
-           "Buffers asked of the allocator layer (frames, responses, protobuf-c decoding).");
+           "Allocations asked of the allocator layer: everything a call allocates (its job, frames, answers, store records).");
     sb_printf(&b, "xfer_buffer_pool_gets_total %llu\n", (unsigned long long)mc.gets);
     header(&b, "xfer_buffer_pool_news_total", "counter", "Of those, buffers freshly allocated (all without the pool).");
     sb_printf(&b, "xfer_buffer_pool_news_total %llu\n", (unsigned long long)mc.news);

@@ -11,26 +11,25 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "blk.h"
 #include "frame.h"
+#include "gen.h"
+#include "gencache.h"
 #include "mem.h"
 #include "net.h"
 #include "stats.h"
-#include "xfer/v1/frame.pb-c.h"
+#include "reqbody.h"
 
 #define WRITE_IOV_MAX 64
 #define REPLY_OVERHEAD 512 /* a response's prefix and header, at most (PROTOCOL.md "Quoting") */
 
 typedef struct loop loop;
-
-typedef struct out_buf {
-    struct out_buf *next;
-    uint8_t *data; /* mem_alloc'd (by a worker, usually) */
-    size_t len, off;
-} out_buf;
+typedef struct job job;
 
 typedef struct conn {
     int fd;
@@ -38,44 +37,67 @@ typedef struct conn {
     loop *lp;
     int refs; /* loop thread only: 1 while open + 1 per call in flight */
     bool closed, closing, paused, want_out, eof; /* closing: after a connection error; eof: peer half-closed */
-    uint8_t *rbuf;
-    size_t rcap, rlen, rpos;
+    bool big; /* the last frame outgrew the read buffer: peek at the next one's length first */
+    blk *rb;    /* read buffer; calls parsed from it hold references to it */
+    blk *spare; /* an empty CONN_RBUF_SIZE block kept while a large frame has a block of its own */
+    size_t rlen, rpos;
     uint64_t frame_start_ms; /* when the pending partial frame began, 0 when none */
     uint64_t stall_ms;       /* since when unwritten output has met a full send buffer, 0 when not */
-    out_buf *out_head, *out_tail;
+    job *out_head, *out_tail; /* answers to write, in order */
     size_t out_bytes;
     size_t reserved; /* answer bytes expected from the calls in flight, counted against max_conn_unsent */
     int pending;
     struct conn *prev, *next;
 } conn;
 
-typedef struct job {
-    struct job *next;
+/* One call, from dispatch to its answer written (or an answer of the server's own: a connection error). */
+struct job {
+    job *next;
     conn *c;
-    uint8_t *frame; /* request frame: allocated on the loop thread, freed on the worker */
+    blk *req;           /* a reference to the block the request frame lies in, until the handler is done */
+    const uint8_t *frame;
     size_t len;
     reqhdr hdr; /* its method points into frame */
     method_id m;
     size_t reserve; /* what this call's answer is expected to take, until it is queued */
     uint64_t t0_ns;
     handler_result res;
-} job;
+    size_t sent; /* bytes of the answer already written */
+};
 
 typedef struct newconn {
     struct newconn *next;
     int fd;
 } newconn;
 
+/* A work queue: its loops' calls for its workers (memcached's model: loops and workers are paired, so no
+ * queue is shared by every thread). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job *head, *tail;
+    int idle; /* workers waiting on cv */
+    bool stop;
+} work_queue;
+
 struct loop {
     server *srv;
     pthread_t th;
     int epfd, evfd;
+    work_queue *wq;
+    job *batch_head, *batch_tail; /* calls parsed in this round, queued at once */
+    size_t batch_n;
     pthread_mutex_t mu; /* guards the two queues below */
     newconn *incoming;
     job *done_head, *done_tail;
     conn *conns;
     size_t nconns;
 };
+
+typedef struct {
+    server *srv;
+    work_queue *wq;
+} worker_arg;
 
 struct server {
     server_config cfg;
@@ -86,11 +108,10 @@ struct server {
     _Atomic int64_t unsent; /* response bytes queued on every connection, for the drain */
     pthread_t acceptor;
     loop *loops;
+    work_queue *queues;
+    uint32_t nqueues; /* min(io_threads, workers): loop i feeds queue i % nqueues, worker j serves j % nqueues */
     pthread_t *workers;
-    pthread_mutex_t wmu;
-    pthread_cond_t wcv;
-    job *work_head, *work_tail;
-    bool workers_stop;
+    worker_arg *wargs;
     _Atomic bool loops_stop, draining;
     unsigned rr;
 };
@@ -118,10 +139,18 @@ static void conn_abort_uploads(conn *c) {
     if (c->lp) store_upload_abort_owner(c->lp->srv->cfg.hc.st, c->id);
 }
 
+/* Frees a job and whatever it still holds: its request block reference, its answer. */
+static void job_free(job *j) {
+    blk_unref(j->req);
+    handler_result_release(&j->res);
+    mem_free(j);
+}
+
 static void conn_free(conn *c) {
     conn_abort_uploads(c); /* again: an UploadBegin in flight at close may have opened one since */
-    mem_free(c->rbuf);
-    free(c);
+    blk_unref(c->rb);
+    blk_unref(c->spare);
+    mem_free(c);
 }
 
 static void conn_unref(conn *c) {
@@ -133,18 +162,18 @@ static void conn_close(conn *c) {
     c->closed = true;
     epoll_ctl(c->lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    for (out_buf *o = c->out_head; o;) {
-        out_buf *n = o->next;
-        mem_free(o->data);
-        free(o);
+    for (job *o = c->out_head; o;) {
+        job *n = o->next;
+        job_free(o);
         o = n;
     }
     c->out_head = c->out_tail = NULL;
     atomic_fetch_sub(&c->lp->srv->unsent, (int64_t)c->out_bytes);
     c->out_bytes = 0;
-    mem_free(c->rbuf);
-    c->rbuf = NULL;
-    c->rcap = c->rlen = c->rpos = 0;
+    blk_unref(c->rb);
+    blk_unref(c->spare);
+    c->rb = c->spare = NULL;
+    c->rlen = c->rpos = 0;
     if (c->prev) c->prev->next = c->next;
     else c->lp->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -186,14 +215,33 @@ static void conn_maybe_resume(conn *c) {
     }
 }
 
+/* The parts of j's answer not yet written, as iovecs (at most max); returns how many. */
+static int job_iov(const job *j, struct iovec *iov, int max) {
+    const handler_result *r = &j->res;
+    struct iovec all[RESULT_SPANS + 2];
+    int n = 0;
+    all[n++] = (struct iovec){r->frame, r->len};
+    for (int k = 0; k < r->nspan; k++) all[n++] = (struct iovec){(void *)r->span[k].p, r->span[k].len};
+    if (r->tail_len) all[n++] = (struct iovec){r->frame + r->len, r->tail_len};
+    size_t skip = j->sent;
+    int out = 0;
+    for (int k = 0; k < n && out < max; k++) {
+        if (skip >= all[k].iov_len) {
+            skip -= all[k].iov_len;
+            continue;
+        }
+        iov[out++] = (struct iovec){(uint8_t *)all[k].iov_base + skip, all[k].iov_len - skip};
+        skip = 0;
+    }
+    return out;
+}
+
+/* Writes queued answers with writev: header and bulk bytes straight from where they are. */
 static void conn_flush(conn *c) {
     while (c->out_head && !c->closed) {
         struct iovec iov[WRITE_IOV_MAX];
         int n = 0;
-        for (out_buf *o = c->out_head; o && n < WRITE_IOV_MAX; o = o->next, n++) {
-            iov[n].iov_base = o->data + o->off;
-            iov[n].iov_len = o->len - o->off;
-        }
+        for (job *o = c->out_head; o && n < WRITE_IOV_MAX; o = o->next) n += job_iov(o, iov + n, WRITE_IOV_MAX - n);
         ssize_t w = writev(c->fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
@@ -211,17 +259,17 @@ static void conn_flush(conn *c) {
         size_t left = (size_t)w;
         c->stall_ms = 0; /* the client is taking its answers */
         atomic_fetch_sub(&c->lp->srv->unsent, (int64_t)w);
+        c->out_bytes -= left;
         while (left && c->out_head) {
-            out_buf *o = c->out_head;
-            size_t k = o->len - o->off < left ? o->len - o->off : left;
-            o->off += k;
+            job *o = c->out_head;
+            size_t rest = handler_result_size(&o->res) - o->sent;
+            size_t k = rest < left ? rest : left;
+            o->sent += k;
             left -= k;
-            c->out_bytes -= k;
-            if (o->off == o->len) {
+            if (o->sent == handler_result_size(&o->res)) {
                 c->out_head = o->next;
                 if (!c->out_head) c->out_tail = NULL;
-                mem_free(o->data); /* a worker allocated it: the cross-thread free */
-                free(o);
+                job_free(o); /* a worker allocated the answer: the cross-thread free */
             }
         }
     }
@@ -241,36 +289,31 @@ static void conn_flush(conn *c) {
     conn_maybe_resume(c);
 }
 
-static void conn_queue(conn *c, uint8_t *data, size_t len) {
-    out_buf *o = malloc(sizeof *o);
-    if (!o) {
-        mem_free(data);
-        conn_close(c);
-        return;
-    }
-    o->next = NULL;
-    o->data = data;
-    o->len = len;
-    o->off = 0;
-    if (c->out_tail) c->out_tail->next = o;
-    else c->out_head = o;
-    c->out_tail = o;
+/* Appends j (its answer in j->res) to the connection's output. */
+static void conn_queue(conn *c, job *j) {
+    size_t len = handler_result_size(&j->res);
+    j->next = NULL;
+    j->sent = 0;
+    if (c->out_tail) c->out_tail->next = j;
+    else c->out_head = j;
+    c->out_tail = j;
     c->out_bytes += len;
     atomic_fetch_add(&c->lp->srv->unsent, (int64_t)len);
 }
 
 /* A connection error: one response with seq 0 and method "", then close. */
 static void conn_error(conn *c, const char *msg) {
-    size_t len;
-    uint8_t *f = encode_error_frame("", 0, msg, &len);
     c->closing = true;
     conn_update_events(c);
-    if (!f) {
+    job *j = mem_calloc(1, sizeof *j);
+    if (j) j->res.frame = encode_error_frame("", 0, msg, &j->res.len);
+    if (!j || !j->res.frame) {
+        if (j) mem_free(j);
         conn_close(c);
         return;
     }
-    conn_queue(c, f, len);
-    if (!c->closed) conn_flush(c);
+    conn_queue(c, j);
+    conn_flush(c);
 }
 
 /* The size a call's answer will have at most, known from the request alone: Read and Echo carry data
@@ -280,33 +323,42 @@ static size_t expected_reply(method_id m, const frame_parts *p, uint32_t max_chu
     size_t n = REPLY_OVERHEAD;
     if (m == M_ECHO) return n + p->body_len;
     if (m != M_READ) return n;
-    Xfer__V1__ReadRequest *r = xfer__v1__read_request__unpack(mem_pb_allocator(), p->body_len, p->body);
-    if (!r) return n; /* malformed: answered with a short error */
-    n += r->length < max_chunk ? r->length : max_chunk;
-    xfer__v1__read_request__free_unpacked(r, mem_pb_allocator());
-    return n;
+    rb_read r;
+    if (rb_read_decode(p->body, p->body_len, &r) != 0) return n; /* malformed: answered with a short error */
+    return n + (r.length < max_chunk ? r.length : max_chunk);
 }
 
-/* Hands one complete frame (ownership passes) to the workers; -1 when the connection errored. */
-static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
+/* Queues the calls parsed in this round for the workers: one lock and at most one wake-up per worker. */
+static void loop_flush_batch(loop *lp) {
+    if (!lp->batch_head) return;
+    work_queue *q = lp->wq;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail) q->tail->next = lp->batch_head;
+    else q->head = lp->batch_head;
+    q->tail = lp->batch_tail;
+    int wake_n = q->idle < (int)lp->batch_n ? q->idle : (int)lp->batch_n;
+    pthread_mutex_unlock(&q->mu);
+    for (int k = 0; k < wake_n; k++) pthread_cond_signal(&q->cv);
+    lp->batch_head = lp->batch_tail = NULL;
+    lp->batch_n = 0;
+}
+
+/* Hands one complete frame (at frame, len bytes, inside block b, whose reference passes to the call) to the
+ * workers; -1 when the connection errored. */
+static int conn_dispatch(conn *c, blk *b, const uint8_t *frame, size_t len) {
     server *s = c->lp->srv;
     frame_parts p;
     frame_split(frame, len, &p);
     reqhdr hdr;
     const char *herr = reqhdr_decode(p.header, p.header_len, &hdr);
-    if (herr) {
-        mem_free(frame);
-        conn_error(c, herr);
-        return -1;
-    }
-    job *j = malloc(sizeof *j);
+    job *j = herr ? NULL : mem_calloc(1, sizeof *j);
     if (!j) {
-        mem_free(frame);
-        conn_error(c, "internal: out of memory queueing a call");
+        blk_unref(b);
+        conn_error(c, herr ? herr : "internal: out of memory queueing a call");
         return -1;
     }
-    memset(j, 0, sizeof *j);
     j->c = c;
+    j->req = b;
     j->frame = frame;
     j->len = len;
     j->hdr = hdr;
@@ -317,13 +369,33 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
     c->refs++;
     c->pending++;
     atomic_fetch_add(&stats_inflight, 1);
-    pthread_mutex_lock(&s->wmu);
-    if (s->work_tail) s->work_tail->next = j;
-    else s->work_head = j;
-    s->work_tail = j;
-    pthread_cond_signal(&s->wcv);
-    pthread_mutex_unlock(&s->wmu);
+    loop *lp = c->lp;
+    if (lp->batch_tail) lp->batch_tail->next = j;
+    else lp->batch_head = j;
+    lp->batch_tail = j;
+    lp->batch_n++;
     if (conn_full(c)) conn_pause(c);
+    return 0;
+}
+
+/* Replaces the read buffer by an empty block of cap bytes (the spare when it fits), keeping the unparsed
+ * bytes [rpos, rlen). -1 after a connection error. */
+static int conn_new_rbuf(conn *c, size_t cap) {
+    size_t have = c->rlen - c->rpos;
+    blk *nb;
+    if (c->spare && c->spare->cap == cap) {
+        nb = c->spare;
+        c->spare = NULL;
+    } else if (!(nb = blk_new(cap))) {
+        conn_error(c, "internal: out of memory for a frame");
+        return -1;
+    }
+    if (have) memcpy(nb->data, c->rb->data + c->rpos, have);
+    if (!c->spare && c->rb->cap == CONN_RBUF_SIZE && blk_sole(c->rb)) c->spare = c->rb; /* keep one for later */
+    else blk_unref(c->rb);
+    c->rb = nb;
+    c->rpos = 0;
+    c->rlen = have;
     return 0;
 }
 
@@ -335,25 +407,37 @@ static int conn_dispatch(conn *c, uint8_t *frame, size_t len) {
  * CPU per request on 1 MiB chunks (copies, and fresh pages faulted in for every step). -1 after a
  * connection error. */
 static int conn_make_room(conn *c, size_t total) {
-    size_t have = c->rlen - c->rpos;
-    if (c->rpos && (total > c->rcap - c->rpos || c->rcap - c->rlen < FRAME_PREFIX_LEN)) {
-        memmove(c->rbuf, c->rbuf + c->rpos, have);
+    size_t have = c->rlen - c->rpos, cap = c->rb->cap;
+    if (c->rpos && (total > cap - c->rpos || cap - c->rlen < FRAME_PREFIX_LEN)) {
+        if (!blk_sole(c->rb)) return conn_new_rbuf(c, cap); /* calls still read the front: leave it to them */
+        memmove(c->rb->data, c->rb->data + c->rpos, have);
         c->rpos = 0;
         c->rlen = have;
     }
-    if (c->rlen < c->rcap || total <= c->rcap) return 0;
-    size_t ncap = c->rcap * 2 < total ? c->rcap * 2 : total;
+    if (c->rlen < cap || total <= cap) return 0;
+    size_t ncap = cap * 2 < total ? cap * 2 : total;
     if (have >= total / FRAME_EXACT_FRACTION) ncap = total;
-    uint8_t *nb = mem_alloc(ncap);
-    if (!nb) {
-        conn_error(c, "internal: out of memory for a frame");
-        return -1;
+    return conn_new_rbuf(c, ncap);
+}
+
+/* At a frame boundary with nothing buffered, after a large frame: peeks at the next frame's length, and when
+ * the frame is larger than the read buffer and a FRAME_EXACT_FRACTION of it is already waiting in the socket,
+ * gives it a block of its exact size before reading, so its bytes land where the call will use them (no
+ * copy of its first part out of a smaller buffer). The bound of PROTOCOL.md holds: the block is at most
+ * FRAME_EXACT_FRACTION times what arrived. */
+static void conn_presize(conn *c) {
+    uint8_t pre[FRAME_PREFIX_LEN];
+    ssize_t n = recv(c->fd, pre, sizeof pre, MSG_PEEK | MSG_DONTWAIT);
+    size_t total;
+    xerr e;
+    int avail = 0;
+    if (n != (ssize_t)sizeof pre ||
+        frame_parse(pre, sizeof pre, c->lp->srv->cfg.max_frame, &total, &e) != FRAME_NEED_MORE ||
+        total <= c->rb->cap || ioctl(c->fd, FIONREAD, &avail) != 0 || (size_t)avail < total / FRAME_EXACT_FRACTION) {
+        c->big = false;
+        return;
     }
-    memcpy(nb, c->rbuf, c->rlen);
-    mem_free(c->rbuf);
-    c->rbuf = nb;
-    c->rcap = ncap;
-    return 0;
+    conn_new_rbuf(c, total);
 }
 
 /* Parses every complete frame in the read buffer. */
@@ -361,7 +445,7 @@ static void conn_parse(conn *c) {
     server *s = c->lp->srv;
     while (!c->closed && !c->closing && c->rpos < c->rlen) {
         if (atomic_load(&s->draining)) { /* shutting down: frames not yet parsed are not served */
-            c->rpos = c->rlen = 0;
+            c->rpos = c->rlen;
             break;
         }
         if (conn_full(c)) {
@@ -370,7 +454,7 @@ static void conn_parse(conn *c) {
         }
         size_t total;
         xerr e;
-        frame_status st = frame_parse(c->rbuf + c->rpos, c->rlen - c->rpos, s->cfg.max_frame, &total, &e);
+        frame_status st = frame_parse(c->rb->data + c->rpos, c->rlen - c->rpos, s->cfg.max_frame, &total, &e);
         if (st == FRAME_ERROR) {
             conn_error(c, e.msg);
             return;
@@ -380,42 +464,44 @@ static void conn_parse(conn *c) {
             conn_make_room(c, total);
             return;
         }
-        uint8_t *frame;
-        if (c->rpos == 0 && total == c->rlen && total == c->rcap && c->rcap > CONN_RBUF_SIZE) {
-            frame = c->rbuf; /* zero copy: the buffer grown to exactly this frame becomes the request */
-            c->rbuf = mem_alloc(CONN_RBUF_SIZE);
-            c->rcap = c->rbuf ? CONN_RBUF_SIZE : 0;
+        blk *b = c->rb;
+        const uint8_t *frame = b->data + c->rpos;
+        c->big = total > CONN_RBUF_SIZE;
+        if (c->rpos == 0 && total == c->rlen && total == b->cap && b->cap > CONN_RBUF_SIZE) {
+            /* the block sized to exactly this frame becomes the call's; the connection reads on into another */
+            c->rb = c->spare;
+            c->spare = NULL;
             c->rlen = c->rpos = 0;
-            if (!c->rbuf) {
-                mem_free(frame);
+            if (!c->rb && !(c->rb = blk_new(CONN_RBUF_SIZE))) {
+                c->rb = b; /* conn_close frees it */
                 conn_error(c, "internal: out of memory for a read buffer");
                 return;
             }
         } else {
-            frame = mem_alloc(total);
-            if (!frame) {
-                conn_error(c, "internal: out of memory for a frame");
-                return;
-            }
-            memcpy(frame, c->rbuf + c->rpos, total);
+            blk_ref(b); /* the call reads its frame where it is */
             c->rpos += total;
         }
         c->frame_start_ms = 0;
-        if (conn_dispatch(c, frame, total) != 0) return;
+        if (conn_dispatch(c, b, frame, total) != 0) return;
     }
     if (!c->closed && c->rpos == c->rlen) {
-        c->rpos = c->rlen = 0;
         c->frame_start_ms = 0;
+        if (blk_sole(c->rb)) c->rpos = c->rlen = 0;
+        else if (c->rb->cap - c->rlen < CONN_RBUF_SIZE / 4) conn_new_rbuf(c, CONN_RBUF_SIZE); /* calls read it */
     }
 }
 
 static void conn_read(conn *c) {
     for (int r = 0; r < LOOP_READS_PER_EVENT && !c->closed && !c->closing && !c->paused && !c->eof; r++) {
-        if (c->rlen == c->rcap) { /* full of complete frames waiting? parse first */
+        if (c->rlen == c->rb->cap) { /* full of complete frames waiting? parse first */
             conn_parse(c);
-            if (c->closed || c->closing || c->paused || c->rlen == c->rcap) return;
+            if (c->closed || c->closing || c->paused || c->rlen == c->rb->cap) return;
         }
-        ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+        if (c->big && c->rpos == c->rlen) {
+            conn_presize(c);
+            if (c->closed || c->closing) return;
+        }
+        ssize_t n = recv(c->fd, c->rb->data + c->rlen, c->rb->cap - c->rlen, 0);
         if (n == 0) { /* the peer is done sending: answer what it sent, then close */
             c->eof = true;
             if (c->pending == 0 && !c->out_head) conn_close(c);
@@ -429,7 +515,9 @@ static void conn_read(conn *c) {
         }
         c->rlen += (size_t)n;
         if (atomic_load(&c->lp->srv->draining)) { /* shutting down: take no new calls */
-            c->rpos = c->rlen = 0;
+            c->rpos = c->rlen;
+            if (blk_sole(c->rb)) c->rpos = c->rlen = 0;
+            else if (conn_new_rbuf(c, CONN_RBUF_SIZE) != 0) return;
             continue;
         }
         conn_parse(c);
@@ -448,10 +536,10 @@ static void loop_take_incoming(loop *lp) {
 
     while (list) {
         newconn *n = list->next;
-        conn *c = calloc(1, sizeof *c);
-        uint8_t *rb = c ? mem_alloc(CONN_RBUF_SIZE) : NULL;
+        conn *c = mem_calloc(1, sizeof *c);
+        blk *rb = c ? blk_new(CONN_RBUF_SIZE) : NULL;
         if (!c || !rb) {
-            free(c);
+            mem_free(c);
             close(list->fd);
             atomic_fetch_sub(&stats_connections, 1);
         } else {
@@ -460,8 +548,7 @@ static void loop_take_incoming(loop *lp) {
             c->id = atomic_fetch_add(&last_conn_id, 1) + 1;
             c->lp = lp;
             c->refs = 1;
-            c->rbuf = rb;
-            c->rcap = CONN_RBUF_SIZE;
+            c->rb = rb;
             struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
             if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
                 close(c->fd);
@@ -474,7 +561,7 @@ static void loop_take_incoming(loop *lp) {
                 lp->nconns++;
             }
         }
-        free(list);
+        mem_free(list);
         list = n;
     }
 
@@ -484,23 +571,23 @@ static void loop_take_incoming(loop *lp) {
         c->pending--;
         c->reserved -= done->reserve;
         if (c->closed || c->closing || !done->res.frame) {
-            mem_free(done->res.frame);
             if (!done->res.frame && !c->closed) conn_close(c); /* no response could be built */
+            job_free(done);
         } else {
-            conn_queue(c, done->res.frame, done->res.len);
-            if (!c->closed) conn_flush(c);
+            conn_queue(c, done);
+            conn_flush(c);
         }
         /* after queueing: the drain sees a call in flight or its unsent answer, never neither */
         atomic_fetch_sub(&stats_inflight, 1);
         if (!c->closed && c->eof && c->pending == 0 && !c->out_head) conn_close(c);
         if (!c->closed && !c->closing && !c->eof) conn_maybe_resume(c);
         conn_unref(c);
-        free(done);
         done = n;
     }
 }
 
 static void loop_sweep(loop *lp, uint64_t now) {
+    if (lp == &lp->srv->loops[0]) gencache_expire(now); /* an idle server holds no generated content */
     uint64_t limit = lp->srv->cfg.read_timeout_ms, wlimit = lp->srv->cfg.write_timeout_ms;
     for (conn *c = lp->conns, *n; c; c = n) {
         n = c->next;
@@ -538,7 +625,9 @@ static void *loop_main(void *arg) {
             if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && !c->out_head) conn_close(c);
             conn_unref(c);
         }
+        loop_flush_batch(lp);
         loop_take_incoming(lp);
+        loop_flush_batch(lp); /* frames a resumed connection had buffered */
         uint64_t now = now_ms();
         if (now - last_sweep >= LOOP_TICK_MS) {
             loop_sweep(lp, now);
@@ -552,36 +641,42 @@ static void *loop_main(void *arg) {
 /* ---------------- workers ---------------- */
 
 static void *worker_main(void *arg) {
-    server *s = arg;
+    worker_arg *wa = arg;
+    server *s = wa->srv;
+    work_queue *q = wa->wq;
     for (;;) {
-        pthread_mutex_lock(&s->wmu);
-        while (!s->work_head && !s->workers_stop) {
-            pthread_mutex_unlock(&s->wmu);
+        pthread_mutex_lock(&q->mu);
+        while (!q->head && !q->stop) {
+            pthread_mutex_unlock(&q->mu);
             mem_thread_flush(); /* hand foreign frees back before sleeping */
-            pthread_mutex_lock(&s->wmu);
-            if (s->work_head || s->workers_stop) break;
-            pthread_cond_wait(&s->wcv, &s->wmu);
+            pthread_mutex_lock(&q->mu);
+            if (q->head || q->stop) break;
+            q->idle++;
+            pthread_cond_wait(&q->cv, &q->mu);
+            q->idle--;
         }
-        job *j = s->work_head;
-        if (!j || s->workers_stop) { /* at the drain deadline, queued calls are dropped, not run */
-            pthread_mutex_unlock(&s->wmu);
+        job *j = q->head;
+        if (!j || q->stop) { /* at the drain deadline, queued calls are dropped, not run */
+            pthread_mutex_unlock(&q->mu);
             break;
         }
-        s->work_head = j->next;
-        if (!s->work_head) s->work_tail = NULL;
-        pthread_mutex_unlock(&s->wmu);
+        q->head = j->next;
+        if (!q->head) q->tail = NULL;
+        pthread_mutex_unlock(&q->mu);
         j->next = NULL;
 
         frame_parts p;
         frame_split(j->frame, j->len, &p);
         handler_ctx hc = s->cfg.hc;
         hc.conn_id = j->c->id; /* immutable once the conn is created: safe to read here */
-        if (handle_request(&hc, j->m, &j->hdr, p.body, p.body_len, &j->res) != 0) {
+        if (handle_request(&hc, j->m, &j->hdr, p.body, p.body_len, j->req, &j->res) != 0) {
             j->res.frame = NULL;
             j->res.code = XERR_INTERNAL;
         }
-        /* the request buffer (which the header points into) was allocated on the loop thread */
-        mem_free(j->frame);
+        /* done with the request (the header points into it); a block of its own, allocated on the loop
+         * thread, is freed here */
+        blk_unref(j->req);
+        j->req = NULL;
         j->frame = NULL;
         stats_record(j->m, j->res.code, stats_now_ns() - j->t0_ns, j->res.in_bytes, j->res.out_bytes);
 
@@ -640,7 +735,7 @@ static void *acceptor_main(void *arg) {
                 continue;
             }
             net_set_nodelay(fd);
-            newconn *nc = malloc(sizeof *nc);
+            newconn *nc = mem_alloc(sizeof *nc);
             if (!nc) {
                 close(fd);
                 continue;
@@ -673,17 +768,23 @@ server *server_start(const server_config *cfg, int frame_fd, char *err, size_t e
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s->spare_fd = net_spare_open();
     s->nofd_frame = encode_error_frame("", 0, "resource_exhausted: out of file descriptors", &s->nofd_len);
-    pthread_mutex_init(&s->wmu, NULL);
-    pthread_cond_init(&s->wcv, NULL);
+    s->nqueues = cfg->io_threads < cfg->workers ? cfg->io_threads : cfg->workers;
     s->loops = calloc(cfg->io_threads, sizeof *s->loops);
+    s->queues = calloc(s->nqueues, sizeof *s->queues);
     s->workers = calloc(cfg->workers, sizeof *s->workers);
-    if (s->stop_fd < 0 || !s->loops || !s->workers || s->spare_fd < 0 || !s->nofd_frame) {
+    s->wargs = calloc(cfg->workers, sizeof *s->wargs);
+    if (s->stop_fd < 0 || !s->loops || !s->queues || !s->workers || !s->wargs || s->spare_fd < 0 || !s->nofd_frame) {
         snprintf(err, errlen, "out of memory or eventfd: %s", strerror(errno));
         goto fail_early;
+    }
+    for (uint32_t i = 0; i < s->nqueues; i++) {
+        pthread_mutex_init(&s->queues[i].mu, NULL);
+        pthread_cond_init(&s->queues[i].cv, NULL);
     }
     for (uint32_t i = 0; i < cfg->io_threads; i++) {
         loop *lp = &s->loops[i];
         lp->srv = s;
+        lp->wq = &s->queues[i % s->nqueues];
         pthread_mutex_init(&lp->mu, NULL);
         lp->epfd = epoll_create1(EPOLL_CLOEXEC);
         lp->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -693,11 +794,13 @@ server *server_start(const server_config *cfg, int frame_fd, char *err, size_t e
             goto fail_early;
         }
     }
-    for (uint32_t i = 0; i < cfg->workers; i++)
-        if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0) {
+    for (uint32_t i = 0; i < cfg->workers; i++) {
+        s->wargs[i] = (worker_arg){.srv = s, .wq = &s->queues[i % s->nqueues]};
+        if (pthread_create(&s->workers[i], NULL, worker_main, &s->wargs[i]) != 0) {
             snprintf(err, errlen, "starting worker threads failed");
             goto fail_early; /* not reached in practice; threads started so far would leak */
         }
+    }
     for (uint32_t i = 0; i < cfg->io_threads; i++)
         if (pthread_create(&s->loops[i].th, NULL, loop_main, &s->loops[i]) != 0) {
             snprintf(err, errlen, "starting io threads failed");
@@ -712,12 +815,6 @@ fail_early:
     return NULL; /* the process exits with status 1 right after; the OS reclaims */
 }
 
-static void free_job(job *j) {
-    mem_free(j->frame);
-    mem_free(j->res.frame);
-    free(j);
-}
-
 void server_stop(server *s) {
     /* 1. no new connections */
     wake(s->stop_fd);
@@ -729,10 +826,13 @@ void server_stop(server *s) {
     while ((atomic_load(&stats_inflight) > 0 || atomic_load(&s->unsent) > 0) && now_ms() < deadline)
         usleep(10 * 1000);
     /* 3. stop workers, then loops */
-    pthread_mutex_lock(&s->wmu);
-    s->workers_stop = true;
-    pthread_cond_broadcast(&s->wcv);
-    pthread_mutex_unlock(&s->wmu);
+    for (uint32_t i = 0; i < s->nqueues; i++) {
+        work_queue *q = &s->queues[i];
+        pthread_mutex_lock(&q->mu);
+        q->stop = true;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    }
     for (uint32_t i = 0; i < s->cfg.workers; i++) pthread_join(s->workers[i], NULL);
     atomic_store(&s->loops_stop, true);
     for (uint32_t i = 0; i < s->cfg.io_threads; i++) {
@@ -740,22 +840,32 @@ void server_stop(server *s) {
         pthread_join(s->loops[i].th, NULL);
     }
     /* 4. single-threaded from here: free what is left */
-    for (job *j = s->work_head, *n; j; j = n) {
-        n = j->next;
-        conn_unref(j->c);
-        free_job(j);
+    for (uint32_t i = 0; i < s->nqueues; i++) {
+        work_queue *q = &s->queues[i];
+        for (job *j = q->head, *n; j; j = n) {
+            n = j->next;
+            conn_unref(j->c);
+            job_free(j);
+        }
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv);
     }
     for (uint32_t i = 0; i < s->cfg.io_threads; i++) {
         loop *lp = &s->loops[i];
         for (job *j = lp->done_head, *n; j; j = n) {
             n = j->next;
             conn_unref(j->c);
-            free_job(j);
+            job_free(j);
+        }
+        for (job *j = lp->batch_head, *n; j; j = n) { /* not reached: batches are queued before loops block */
+            n = j->next;
+            conn_unref(j->c);
+            job_free(j);
         }
         for (newconn *nc = lp->incoming, *n; nc; nc = n) {
             n = nc->next;
             close(nc->fd);
-            free(nc);
+            mem_free(nc);
         }
         while (lp->conns) {
             conn_close(lp->conns); /* every job is gone: this drops the last reference */
@@ -764,12 +874,13 @@ void server_stop(server *s) {
         close(lp->evfd);
         pthread_mutex_destroy(&lp->mu);
     }
+    gen_crc_cache_reset(); /* the generated blocks handlers cached (gencache.h) */
     close(s->stop_fd);
     close(s->spare_fd);
     mem_free(s->nofd_frame);
-    pthread_mutex_destroy(&s->wmu);
-    pthread_cond_destroy(&s->wcv);
     free(s->loops);
+    free(s->queues);
     free(s->workers);
+    free(s->wargs);
     free(s);
 }

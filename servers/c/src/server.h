@@ -1,9 +1,11 @@
 /* server: the frame transport's threads. One acceptor hands connections round-robin to N event-loop
- * threads (epoll, woken through an eventfd, memcached-style); a loop reads frames into buffers it
- * allocates, decodes the request header and queues the call to M workers; a worker decodes the body,
- * runs the handler, frees the request buffer (allocated on the loop thread) and passes the response
- * buffer back to the connection's loop, which writes and frees it. Pipelined calls run concurrently
- * and are answered in completion order; clients match by seq. */
+ * threads (epoll, woken through an eventfd, memcached-style); a loop reads frames into blocks it
+ * allocates, decodes the request header and queues the call, referencing its frame in place, on its own
+ * work queue (min(N, M) queues, each served by its share of the M workers); a worker decodes the body in
+ * place, runs the handler, drops the request's block (freeing it when it held the last reference: allocated
+ * on the loop thread) and passes the answer back to the connection's loop, which writes it with writev
+ * (header plus bulk bytes where they are) and frees it. Pipelined calls run concurrently and are answered
+ * in completion order; clients match by seq. */
 #ifndef XFERD_SERVER_H
 #define XFERD_SERVER_H
 

@@ -13,8 +13,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <libdeflate.h>
 #include <zlib.h>
 
+#include "blk.h"
 #include "htab.h"
 #include "mem.h"
 #include "names.h"
@@ -30,7 +32,7 @@ struct store_file {
     uint32_t crc;
     uint32_t chunk_size; /* mem */
     size_t nchunks;      /* mem */
-    uint8_t **chunks;    /* mem: nchunks buffers from mem_alloc */
+    blk_span *chunks;    /* mem: nchunks spans, each holding its block */
     int fd;              /* disk: the descriptor of one store_file_get, else -1 */
     dev_t dev;           /* disk index entry: the inode this version is */
     ino_t ino;
@@ -49,7 +51,7 @@ typedef struct upload {
     size_t nchunks;
     uint8_t *state;
     uint32_t *crcs;
-    uint8_t **chunks; /* mem */
+    blk_span *chunks; /* mem: a span per chunk received */
     int fd;           /* disk */
     int tmp_dir;      /* disk: the store's tmp/ descriptor */
     char tmp_name[32]; /* disk: the staging file in tmp/, "" once renamed */
@@ -76,11 +78,11 @@ uint64_t store_now_ms(void) {
 
 static void file_free(store_file *f) {
     if (f->chunks) {
-        for (size_t i = 0; i < f->nchunks; i++) mem_free(f->chunks[i]);
-        free(f->chunks);
+        for (size_t i = 0; i < f->nchunks; i++) blk_unref(f->chunks[i].ref);
+        mem_free(f->chunks);
     }
     if (f->fd >= 0) close(f->fd);
-    free(f);
+    mem_free(f);
 }
 
 void store_file_release(store_file *f) {
@@ -108,12 +110,30 @@ xerr_code store_file_read(const store_file *f, uint64_t offset, uint8_t *dst, si
         size_t clen = (size_t)((uint64_t)(i + 1) * f->chunk_size > f->size ? f->size - (uint64_t)i * f->chunk_size
                                                                              : f->chunk_size);
         size_t n = clen - in < len ? clen - in : len;
-        memcpy(dst, f->chunks[i] + in, n);
+        memcpy(dst, f->chunks[i].p + in, n);
         dst += n;
         len -= n;
         offset += n;
     }
     return XERR_OK;
+}
+
+int store_file_spans(const store_file *f, uint64_t offset, size_t len, blk_span *out, int max) {
+    if (!f->chunks || !len) return -1;
+    int n = 0;
+    while (len) {
+        if (n == max) {
+            for (int k = 0; k < n; k++) blk_unref(out[k].ref);
+            return -1;
+        }
+        size_t i = (size_t)(offset / f->chunk_size), in = (size_t)(offset % f->chunk_size);
+        const blk_span *c = &f->chunks[i];
+        size_t k = c->len - in < len ? c->len - in : len;
+        out[n++] = (blk_span){c->p + in, k, blk_ref(c->ref)};
+        len -= k;
+        offset += k;
+    }
+    return n;
 }
 
 /* Opens the committed file an index entry stands for: O_NOFOLLOW (a planted symlink is never followed),
@@ -131,7 +151,8 @@ static store_file *disk_file_open(store *s, const store_file *ix, const char *na
     store_file *h = NULL;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == ix->dev && st.st_ino == ix->ino &&
         (uint64_t)st.st_size == ix->size)
-        h = calloc(1, sizeof *h);
+        h = mem_alloc(sizeof *h);
+    if (h) memset(h, 0, sizeof *h);
     if (!h) {
         close(fd);
         return NULL;
@@ -160,17 +181,17 @@ store_file *store_file_get(store *s, const char *name, size_t len, xerr *err) {
 
 static void upload_free(upload *u) {
     if (u->chunks) {
-        for (size_t i = 0; i < u->nchunks; i++) mem_free(u->chunks[i]);
-        free(u->chunks);
+        for (size_t i = 0; i < u->nchunks; i++) blk_unref(u->chunks[i].ref);
+        mem_free(u->chunks);
     }
     if (u->fd >= 0) {
         close(u->fd);
         if (u->tmp_name[0]) unlinkat(u->tmp_dir, u->tmp_name, 0);
     }
-    free(u->state);
-    free(u->crcs);
+    mem_free(u->state);
+    mem_free(u->crcs);
     pthread_mutex_destroy(&u->mu);
-    free(u);
+    mem_free(u);
 }
 
 /* Drops a reference taken under the store lock. */
@@ -271,7 +292,7 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
     if (nchunks > STORE_MAX_CHUNKS)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk size %u gives %llu chunks for size %llu, limit %u",
                         chunk_size, (unsigned long long)nchunks, (unsigned long long)size, STORE_MAX_CHUNKS);
-    upload *u = calloc(1, sizeof *u);
+    upload *u = mem_calloc(1, sizeof *u);
     if (!u) return xerr_set(err, XERR_INTERNAL, "out of memory opening an upload");
     pthread_mutex_init(&u->mu, NULL);
     u->fd = -1;
@@ -283,9 +304,9 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
     u->size = size;
     u->chunk_size = chunk_size;
     u->nchunks = (size_t)nchunks;
-    u->state = calloc(u->nchunks ? u->nchunks : 1, 1);
-    u->crcs = calloc(u->nchunks ? u->nchunks : 1, sizeof *u->crcs);
-    if (s->cfg.kind == STORE_MEM) u->chunks = calloc(u->nchunks ? u->nchunks : 1, sizeof *u->chunks);
+    u->state = mem_calloc(u->nchunks ? u->nchunks : 1, 1);
+    u->crcs = mem_calloc(u->nchunks ? u->nchunks : 1, sizeof *u->crcs);
+    if (s->cfg.kind == STORE_MEM) u->chunks = mem_calloc(u->nchunks ? u->nchunks : 1, sizeof *u->chunks);
     if (!u->state || !u->crcs || (s->cfg.kind == STORE_MEM && !u->chunks)) {
         upload_free(u);
         return xerr_set(err, XERR_INTERNAL, "out of memory opening an upload of %llu chunks",
@@ -337,11 +358,12 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
     return XERR_OK;
 }
 
-xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **data, size_t len,
+xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, const uint8_t *data, size_t len, blk *owner,
                              uint64_t *received, xerr *err) {
     upload *u = upload_get(s, id, err);
     if (!u) return XERR_NOT_FOUND;
     xerr_code rc = XERR_OK;
+    blk_span keep = {0};
     if (offset % u->chunk_size != 0) {
         rc = xerr_set(err, XERR_INVALID_ARGUMENT, "chunk offset %llu is not a multiple of chunk size %u",
                       (unsigned long long)offset, u->chunk_size);
@@ -359,7 +381,19 @@ xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **d
                       (unsigned long long)offset, len, (unsigned long long)want);
         goto out;
     }
-    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), *data, (uInt)len);
+    uint32_t crc = libdeflate_crc32(0, data, len); /* zlib's CRC-32, several times faster (profile: 23% of uploads) */
+    if (u->chunks) { /* mem: hold the bytes where they arrived; copy only a chunk too small to pin its block */
+        if (blk_worth_keeping(owner, len)) {
+            keep = (blk_span){data, len, blk_ref(owner)};
+        } else if ((keep.ref = blk_new(len)) != NULL) {
+            memcpy(keep.ref->data, data, len);
+            keep.p = keep.ref->data;
+            keep.len = len;
+        } else {
+            rc = xerr_set(err, XERR_INTERNAL, "out of memory storing chunk at offset %llu", (unsigned long long)offset);
+            goto out;
+        }
+    }
 
     pthread_mutex_lock(&u->mu);
     if (!u->open) {
@@ -373,9 +407,9 @@ xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **d
                       (unsigned long long)offset);
         goto out;
     }
-    if (u->chunks) { /* mem: keep the buffer */
-        u->chunks[i] = *data;
-        *data = NULL;
+    if (u->chunks) { /* mem: keep the span */
+        u->chunks[i] = keep;
+        keep.ref = NULL;
         u->crcs[i] = crc;
         u->state[i] = SLOT_DONE;
         u->received += len;
@@ -389,7 +423,7 @@ xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **d
     size_t done = 0;
     int werr = 0;
     while (done < len) {
-        ssize_t n = pwrite(u->fd, *data + done, len - done, (off_t)(offset + done));
+        ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(offset + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) { werr = n < 0 ? errno : EIO; break; }
         done += (size_t)n;
@@ -407,6 +441,7 @@ xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **d
     }
     pthread_mutex_unlock(&u->mu);
 out:
+    blk_unref(keep.ref); /* not kept: refused, or a duplicate */
     upload_unref(s, u);
     return rc;
 }
@@ -446,7 +481,7 @@ xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *siz
         pthread_mutex_unlock(&u->mu);
         goto out;
     }
-    store_file *f = calloc(1, sizeof *f);
+    store_file *f = mem_calloc(1, sizeof *f);
     if (!f) {
         rc = xerr_set(err, XERR_INTERNAL, "out of memory committing upload %llu", (unsigned long long)id);
         upload_close_locked(s, u);
@@ -492,7 +527,7 @@ xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *siz
     if (rename_errno) { /* the name, never a server path (PROTOCOL.md "Errors") */
         char q[NAME_MAX_BYTES * 4 + 8];
         xerr_quote(q, sizeof q, u->name, u->name_len);
-        free(f);
+        mem_free(f);
         rc = xerr_set(err, XERR_INTERNAL, "committing %s: %s", q, strerror(rename_errno));
         goto out;
     }
@@ -622,10 +657,10 @@ static int index_disk(store *s, char *err, size_t errlen) {
         storedir_entry ent;
         if (!name_valid(de->d_name, nl, &e) || name_is_gen(de->d_name, nl)) continue;
         if (storedir_read_entry(s->files_fd, de->d_name, buf, STORE_IO_BLOCK, &ent) != 0) continue; /* not served */
-        store_file *f = calloc(1, sizeof *f);
+        store_file *f = mem_calloc(1, sizeof *f);
         void *old = NULL;
         if (!f || htab_put(&s->files, de->d_name, nl, f, &old) != 0) {
-            free(f);
+            mem_free(f);
             snprintf(err, errlen, "out of memory indexing %s/files", s->cfg.dir);
             rc = -1;
             continue;

@@ -1,8 +1,8 @@
 /* store: committed files and open uploads, in memory or on disk (PROTOCOL.md "Chunked upload",
  * "Atomic commit"). Thread-safe: workers call it concurrently.
  *
- * mem: a file is its chunk buffers (taken over from the decoded requests, no copy); commit is a
- *      pointer swap under the store lock.
+ * mem: a file is its chunks' spans, held where the request frames were read (blk.h; no copy unless a chunk
+ *      is too small to pin its read buffer); commit is a pointer swap under the store lock.
  * disk: uploads are staged in DIR/tmp/<id>.part and renamed into DIR/files/<name> on commit, through
  *      descriptors of tmp/ and files/ opened once (a symlink swapped in later redirects nothing). No
  *      descriptor is kept per committed file: each store_file_get opens the file by name under the
@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blk.h"
 #include "xerr.h"
 
 #define STORE_MAX_CHUNKS (1u << 18) /* chunk slots one upload may have (size / chunk_size) */
@@ -56,6 +57,10 @@ uint64_t store_file_size(const store_file *f);
 uint32_t store_file_crc(const store_file *f);
 /* Copies bytes [offset, offset+len) (within the file) to dst; internal error on an I/O failure. */
 xerr_code store_file_read(const store_file *f, uint64_t offset, uint8_t *dst, size_t len, xerr *err);
+/* Bytes [offset, offset+len) (len > 0, within the file) of a mem store file as at most max spans, each holding
+ * a reference to the block the bytes live in, so they can be sent without a copy. Returns how many, or -1
+ * (nothing held) for a disk file or when more spans would be needed. */
+int store_file_spans(const store_file *f, uint64_t offset, size_t len, blk_span *out, int max);
 
 /* The name must already be valid and not gen:. Checks size and chunk_size against the limits. */
 xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t size, uint32_t chunk_size,
@@ -66,9 +71,10 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
                                    uint32_t chunk_size, uint64_t *id, xerr *err);
 /* Aborts every open upload owner began: its connection closed (PROTOCOL.md "Connections and uploads"). */
 void store_upload_abort_owner(store *s, uint64_t owner);
-/* Stores one chunk. *data was allocated with mem_alloc; when the store keeps it (mem store), *data is
- * set to NULL and the store frees it later. *received: distinct bytes stored so far. */
-xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, uint8_t **data, size_t len,
+/* Stores one chunk of len bytes at data, which lie in block owner (or owner is NULL). The mem store keeps
+ * them where they are, by a reference to owner, when they fill at least half of it, and copies them
+ * otherwise; the disk store writes them from there. *received: distinct bytes stored so far. */
+xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, const uint8_t *data, size_t len, blk *owner,
                              uint64_t *received, xerr *err);
 xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *size, uint32_t *crc_out, xerr *err);
 xerr_code store_upload_abort(store *s, uint64_t id, xerr *err);

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 #define STOREDIR_PERM 0755
 
@@ -97,11 +97,11 @@ int storedir_read_entry(int files_fd, const char *name, uint8_t *buf, size_t buf
         close(fd);
         return -1;
     }
-    uLong c = crc32(0L, Z_NULL, 0);
+    uint32_t c = 0;
     uint64_t total = 0;
     ssize_t n;
     while ((n = read(fd, buf, buflen)) > 0) {
-        c = crc32(c, buf, (uInt)n);
+        c = libdeflate_crc32(c, buf, (size_t)n);
         total += (uint64_t)n;
     }
     close(fd);

@@ -88,7 +88,7 @@ static Xfer__V1__ResponseHeader *answer(const char *method, size_t mlen, const u
     handler_ctx hc = {.st = NULL, .max_file_size = 1 << 20, .max_chunk = 4096};
     reqhdr h = {method, mlen, 7};
     handler_result r;
-    if (handle_request(&hc, method_lookup(method, mlen), &h, body, bl, &r) != 0) return NULL;
+    if (handle_request(&hc, method_lookup(method, mlen), &h, body, bl, NULL, &r) != 0) return NULL;
     frame_parts p;
     frame_split(r.frame, r.len, &p);
     *header_len = p.header_len;
