@@ -161,8 +161,8 @@ def rank_metric(meta: dict[str, Any], rows: list[RunRow]) -> tuple[str, str]:
     saturated = [r for r in rows if (r.gen_cpu_cores or 0) > GEN_SATURATED_CORES]
     if saturated:
         return "server_cpu_per_request_s", (
-            f"closed loop with the load generator saturated in {len(saturated)} runs: client QPS would "
-            "measure Locust, so the server's cost per request ranks"
+            f"closed loop with the load generator saturated in {len(saturated)} run{'s' * (len(saturated) != 1)}: "
+            "client QPS would measure Locust, so the server's cost per request ranks"
         )
     return "client_qps", "closed loop, load generator below saturation"
 
