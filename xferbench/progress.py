@@ -18,9 +18,10 @@ from xferbench.matrix import Run
 from xferbench.report import fmt, soak, tables
 from xferbench.report.summary import Summary
 from xferbench.row import RunRow
+from xferbench.runner import NullProgress
 
 
-class RichProgress:
+class RichProgress(NullProgress):
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.interactive = self.console.is_terminal

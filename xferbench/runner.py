@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 
@@ -61,20 +61,9 @@ class SweepResult:
         return [r for r in self.rows if r.status == "failed"]
 
 
-class Progress(Protocol):
-    """What the sweep tells whoever shows its progress (xferbench/progress.py in the terminal)."""
-
-    def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None: ...
-    def add_runs(self, runs: list[Run]) -> None: ...
-    def start_run(self, run: Run) -> None: ...
-    def phase(self, run: Run, text: str) -> None: ...
-    def live(self, run: Run, elapsed: float, total: float, qps: float | None, p95: float | None) -> None: ...
-    def end_run(self, run: Run, row: RunRow) -> None: ...
-    def end_sweep(self) -> None: ...
-
-
 class NullProgress:
-    """Shows nothing (tests, library use)."""
+    """What the sweep tells whoever shows its progress, and shows nothing (tests, library use);
+    xferbench/progress.py's RichProgress shows it in the terminal."""
 
     def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None: ...
     def add_runs(self, runs: list[Run]) -> None: ...
@@ -140,7 +129,7 @@ def sweep(
     exp: Experiment,
     run_dir: Path,
     source: MetricsSource | None = None,
-    progress: Progress | None = None,
+    progress: NullProgress | None = None,
     on_row: Callable[[RunRow], None] | None = None,
     until_ci: UntilCI | None = None,
 ) -> SweepResult:
@@ -193,7 +182,7 @@ def sweep(
 
 
 def _run_unit(
-    exp: Experiment, unit: list[Run], run_dir: Path, source: MetricsSource, progress: Progress
+    exp: Experiment, unit: list[Run], run_dir: Path, source: MetricsSource, progress: NullProgress
 ) -> tuple[list[RunRow], bool]:
     """One run, or a duet's two runs at once (each with its own metrics source, started together at a
     barrier so their measured windows coincide). Returns the rows and whether Ctrl-C stopped it."""
@@ -312,7 +301,7 @@ class _Live:
     run_dir: Path
     row: RunRow
     source: MetricsSource
-    progress: Progress
+    progress: NullProgress
     barrier: threading.Barrier | None = None
     server: Server | None = None
     proxy: Toxiproxy | None = None
@@ -342,7 +331,7 @@ def run_one(
     run: Run,
     run_dir: Path,
     source: MetricsSource,
-    progress: Progress,
+    progress: NullProgress,
     barrier: threading.Barrier | None = None,
 ) -> RunRow:
     """One cell, one repeat: start, measure, collect, and stop whatever was started. A failure anywhere makes
