@@ -1,10 +1,11 @@
 """The sweep: every cell x repeat in interleaved order, one row per run, written as it is measured.
 
-One run: start the server on free ports (ready line), register it with the metrics source, start Locust
-headless, scrape both sides every second for warm-up + duration, compute the row from the snapshots of the
-measured window, stop Locust and the server. A run that fails (server does not start, dies, Locust exits)
-gets a failed row with the stderr tail and the sweep goes on; Ctrl-C (or SIGTERM) stops the sweep, and
-what was measured is still written.
+One run (`run_one`) is four steps on one `RunRow`: start (the server on free ports, up at its ready line;
+the [network] proxy; the metrics source on it), measure (Locust headless, both sides scraped every second
+for warm-up + duration, the row's figures from the snapshots of the measured window; or the steps of a
+capacity search), collect (the soak's counts, the warnings), and stop. A run that fails (server does not
+start, dies, Locust exits) gets a failed row with the stderr tail and the sweep goes on; Ctrl-C (or
+SIGTERM) stops the sweep, and what was measured is still written.
 """
 
 from __future__ import annotations
@@ -403,7 +404,8 @@ def collect(live: _Live) -> None:
 
 
 def stop(live: _Live) -> None:
-    """Stops what start() started, in reverse order; the row learns how the server exited."""
+    """Stops what start() started: the proxy, then the server (the row learns how it exited), then releases
+    the metrics source (with PromQL: removes the server's target)."""
     if live.proxy is not None:
         live.proxy.stop()
     if live.server is not None:
