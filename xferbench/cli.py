@@ -1,9 +1,8 @@
-"""The `xferbench` command: run, compare, report, list (and stack, from xferbench.stack)."""
+"""The `xferbench` command: run, compare, report, list, stack."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -11,9 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from xferbench import experiment, stats
+from xferbench import experiment, stack, stats
 from xferbench.report import fmt
-from xferbench.report.summary import CellSummary
+from xferbench.report.summary import CellSummary, RunDirError
 
 EXIT_INTERRUPTED = 130
 EXIT_SOME_RUNS_FAILED = 3  # `xferbench run`: the report exists, but some runs failed (all failed: 1)
@@ -29,7 +28,8 @@ def _console() -> Console:
 def cmd_run(args: argparse.Namespace) -> int:
     from xferbench import report, runner
     from xferbench.progress import RichProgress, final_table
-    from xferbench.sources import FileSDRegistry, PromQLError, PromQLSource, ScrapeSource, stack_registry
+    from xferbench.sources import MetricsSource, PromQLError, PromQLSource, ScrapeSource
+    from xferbench.targets import FileSDRegistry
 
     err = Console(stderr=True)
     try:
@@ -40,16 +40,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     missing = sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
     for b in missing:
         err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
+    source: MetricsSource = ScrapeSource()
     if args.prometheus:
-        register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack_registry()
-        source = PromQLSource(args.prometheus, register=register)
+        promql = PromQLSource(args.prometheus)
         try:
-            source.check()
-        except PromQLError as e:
+            promql.check()  # first: an unreachable URL is the likelier mistake, and says most
+            promql.register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack.registry()
+        except (PromQLError, stack.StackError) as e:
             err.print(f"[red]error:[/] --prometheus: {e}", highlight=False)
             return 2
-    else:
-        source = ScrapeSource()
+        source = promql
     run_dir = Path(args.out) if args.out else Path(args.results) / f"{runner.utc_stamp()}-{exp.name}"
     if run_dir.exists() and any(run_dir.iterdir()):
         err.print(f"[red]error:[/] {run_dir} exists and is not empty", highlight=False)
@@ -64,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     s = report.write_all(run_dir)
     out = _console()
     out.print(final_table(s))
-    failed = [r for r in res.rows if r.get("status") == "failed"]
+    failed = res.failed
     if failed:
         out.print(f"[red]{len(failed)} of {len(res.rows)} runs failed[/] (see summary.md)")
     out.print(f"report: {run_dir / 'report.html'}", highlight=False, soft_wrap=True)
@@ -83,7 +83,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not (run_dir / "runs.jsonl").exists():
         Console(stderr=True).print(f"[red]error:[/] {run_dir} has no runs.jsonl", highlight=False)
         return 2
-    s = report.write_all(run_dir)
+    try:
+        s = report.write_all(run_dir)
+    except RunDirError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
+        return 2
     _console().print(final_table(s))
     _console().print(f"report: {run_dir / 'report.html'}", highlight=False, soft_wrap=True)
     return 0
@@ -124,7 +128,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not (d / "runs.jsonl").exists():
             Console(stderr=True).print(f"[red]error:[/] {d} has no runs.jsonl", highlight=False)
             return 2
-    sa, sb = summary.load(a_dir), summary.load(b_dir)
+    try:
+        sa, sb = summary.load(a_dir), summary.load(b_dir)
+    except RunDirError as e:
+        Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
+        return 2
     ca = {c.name: c for c in sa.cells}
     cb = {c.name: c for c in sb.cells}
     pairs = [(n, ca[n], cb[n]) for n in ca if n in cb]
@@ -208,13 +216,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     return status
 
 
-def cmd_stack(argv: list[str]) -> int:
+def _positive_int(text: str) -> int:
     try:
-        mod = importlib.import_module("xferbench.stack")
-    except ImportError:
-        Console(stderr=True).print("[red]error:[/] xferbench.stack is not available in this checkout")
-        return 2
-    return int(mod.main(argv) or 0)
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a whole number such as 3") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: want 1 or more")
+    return v
 
 
 def _fraction(text: str) -> float:
@@ -254,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--out", help="the run directory (default: RESULTS/<UTC time>-<experiment>)")
     r.add_argument("--results", default="results", help="parent of run directories (default: results)")
-    r.add_argument("--repeat", type=int, help="override the experiment's repeats")
+    r.add_argument("--repeat", type=_positive_int, metavar="N", help="override the experiment's repeats")
     r.add_argument("--prometheus", metavar="URL", help="read server figures through PromQL from this Prometheus")
     r.add_argument(
         "--prometheus-sd",
@@ -281,20 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(fn=cmd_report)
     ls = sub.add_parser("list", help="list the shipped experiments")
     ls.set_defaults(fn=cmd_list)
-    sub.add_parser("stack", help="local Prometheus stack (xferbench.stack)", add_help=False)
+    stack.add_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "stack":
-        return cmd_stack(argv[1:])
     args = build_parser().parse_args(argv)
-    if getattr(args, "repeat", None) is not None and args.repeat < 1:
-        Console(stderr=True).print("[red]error:[/] --repeat must be >= 1")
-        return 2
     try:
-        return args.fn(args)
+        return int(args.fn(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 

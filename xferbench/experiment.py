@@ -79,6 +79,7 @@ import os
 import re
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -156,7 +157,7 @@ def parse_seconds(text: str | int | float) -> float:
 # --- server knobs -------------------------------------------------------------------------------------
 
 
-def _one_of(*allowed: str):
+def _one_of(*allowed: str) -> Callable[[Any], str]:
     def check(v: Any) -> str:
         s = str(v)
         if s not in allowed:

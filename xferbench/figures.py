@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from xferbench.scrape import Snapshot, bucket_delta, counter_delta, quantile
+from xferbench.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
 OK_RESULTS = ("ok", "success")
 GEN_SATURATED_CORES = 0.9  # a Locust process above 90% of one core is the bottleneck, not the server
@@ -33,7 +33,7 @@ def _op_not_ok(d: dict[str, str]) -> bool:
     return _op(d) and not _ok(d)
 
 
-def _rate(a: Snapshot, b: Snapshot, name: str, pred=None) -> float | None:
+def _rate(a: Snapshot, b: Snapshot, name: str, pred: LabelTest | None = None) -> float | None:
     dt = b.t - a.t
     d = counter_delta(a.sum(name, pred), b.sum(name, pred))
     if d is None or dt <= 0:
@@ -41,7 +41,7 @@ def _rate(a: Snapshot, b: Snapshot, name: str, pred=None) -> float | None:
     return d / dt
 
 
-def _hq(a: Snapshot, b: Snapshot, name: str, q: float, pred=None) -> float | None:
+def _hq(a: Snapshot, b: Snapshot, name: str, q: float, pred: LabelTest | None = None) -> float | None:
     return quantile(q, bucket_delta(a.buckets(name, pred), b.buckets(name, pred)))
 
 
@@ -177,8 +177,7 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
             cnt0 = a.buckets("go_sched_pauses_total_gc_seconds")
             out["gc_pauses"] = max(cnt.values()) - (max(cnt0.values()) if cnt0 else 0.0)
     elif n is not None:
-        mx = [s.get("go_gc_duration_seconds", quantile="1") for s in win]
-        mx = [v for v in mx if v is not None]
+        mx = [v for s in win if (v := s.get("go_gc_duration_seconds", quantile="1")) is not None]
         out["gc_pause_p99_s"] = max(mx) if mx and n else None  # the summary's max: an upper bound
     gc_cpu = counter_delta(
         a.sum("go_cpu_classes_gc_total_cpu_seconds_total"), b.sum("go_cpu_classes_gc_total_cpu_seconds_total")

@@ -22,24 +22,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO, Any
 
-from xferbench.experiment import ROOT
+from xferbench.experiment import ROOT, Load
 
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
 TAIL_LINES = 40
+POLL_S = 0.05  # readiness poll interval
 
-_live: set[subprocess.Popen] = set()
+_live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
 
 
-def _preexec(cpus: Sequence[int] | None):
+def _preexec(cpus: Sequence[int] | None, die_with_parent: bool) -> Callable[[], None]:
     def fn() -> None:
-        with contextlib.suppress(Exception):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if die_with_parent:
+            with contextlib.suppress(Exception):
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         if cpus:
             os.sched_setaffinity(0, set(cpus))
 
@@ -51,10 +54,13 @@ def spawn(
     *,
     env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
-    stdout=subprocess.DEVNULL,
-    stderr=subprocess.PIPE,
+    stdout: int | IO[Any] | None = subprocess.DEVNULL,
+    stderr: int | IO[Any] | None = subprocess.PIPE,
     cpus: Sequence[int] | None = None,
-) -> subprocess.Popen:
+    detach: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Starts a child in its own session. `detach`: a service meant to outlive this process (`xferbench
+    stack up`'s Prometheus): no parent-death signal, and not in the registry that `kill_all` empties."""
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -63,14 +69,34 @@ def spawn(
         env=env,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=_preexec(cpus),
+        preexec_fn=_preexec(cpus, die_with_parent=not detach),
     )
-    with _live_lock:
-        _live.add(proc)
+    if not detach:
+        with _live_lock:
+            _live.add(proc)
     return proc
 
 
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace_s: float = STOP_GRACE_S) -> int:
+def wait_until(
+    ready: Callable[[], bool],
+    proc: subprocess.Popen[bytes],
+    what: str,
+    timeout_s: float,
+    tail: Callable[[], list[str]] = list,
+) -> None:
+    """Polls `ready()` until it is true. Raises ServerStartError, with `tail()`, when the child exits first or
+    the deadline passes; between polls it waits on the child, so an exit is seen at once."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if proc.poll() is not None:
+            raise ServerStartError(f"{what} exited with status {proc.returncode} before it was ready", tail())
+        if time.monotonic() > deadline:
+            raise ServerStartError(f"{what} was not ready within {timeout_s:.0f}s", tail(), timed_out=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=POLL_S)
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace_s: float = STOP_GRACE_S) -> int:
     """Signals the process group, waits up to grace_s, then SIGKILLs the group. Returns the exit status."""
     try:
         if proc.poll() is None:
@@ -112,10 +138,19 @@ def live_pids() -> list[int]:
 
 
 def free_port() -> int:
-    """A loopback port free right now (for Locust's metrics port, which has no port-0 report)."""
+    """A loopback port free right now, for a child that cannot report the port it bound (Locust's metrics
+    port, a test's Prometheus). The one implementation: tests and the stack import it from here."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 class ServerStartError(RuntimeError):
@@ -268,7 +303,7 @@ class Server:
         return code
 
 
-def locust_argv(host: str, load, metrics_port: int, run_time_s: float) -> list[str]:
+def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
     """The Locust command line for one cell's load (see the loadgen contract)."""
     argv = [
         sys.executable,
@@ -328,25 +363,8 @@ class Locust:
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Polls the metrics port until it answers; raises with Locust's output tail if it exits or times
         out."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.metrics_port), timeout=0.5):
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                raise ServerStartError(
-                    f"locust exited with status {self.proc.returncode} before its metrics port answered",
-                    self.tail(),
-                )
-            if time.monotonic() > deadline:
-                raise ServerStartError(
-                    f"locust's metrics port {self.metrics_port} did not answer within {timeout_s:.0f}s",
-                    self.tail(),
-                )
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.05)  # a bounded poll interval that returns at once if it exits
+        wait_until(lambda: port_open("127.0.0.1", self.metrics_port), self.proc,
+                   f"locust (metrics port {self.metrics_port})", timeout_s, self.tail)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

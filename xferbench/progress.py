@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -18,9 +17,11 @@ from xferbench.experiment import Experiment
 from xferbench.matrix import Run
 from xferbench.report import fmt, soak, tables
 from xferbench.report.summary import Summary
+from xferbench.row import RunRow
+from xferbench.runner import NullProgress
 
 
-class RichProgress:
+class RichProgress(NullProgress):
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.interactive = self.console.is_terminal
@@ -34,7 +35,7 @@ class RichProgress:
             console=self.console,
         )
         self.status = Text("")
-        self.task = None
+        self.task: TaskID | None = None
         self.remaining_s = 0.0
         self.started = 0.0
         self.done = 0
@@ -97,27 +98,26 @@ class RichProgress:
         if self._live is not None:
             self._live.update(Group(self.bar, self.status))
 
-    def end_run(self, run: Run, row: dict[str, Any]) -> None:
+    def end_run(self, run: Run, row: RunRow) -> None:
         self.done += 1
         if self.task is not None:
             self.bar.update(self.task, advance=1, left=self._left())
-        st = row.get("status")
-        if st == "ok":
+        if row.ok:
             msg = (
-                f"{run.cell.name} r{run.repeat}: QPS {fmt.value(row.get('client_qps'), 'req/s')}, "
-                f"P95 {fmt.value(row.get('client_p95_s'), 's')}, "
-                f"RSS peak {fmt.value(row.get('rss_peak_bytes'), 'B')}"
+                f"{run.cell.name} r{run.repeat}: QPS {fmt.value(row.client_qps, 'req/s')}, "
+                f"P95 {fmt.value(row.client_p95_s, 's')}, "
+                f"RSS peak {fmt.value(row.rss_peak_bytes, 'B')}"
             )
-            if row.get("soak_verdict"):
-                msg += f"\n    soak: {soak.text(row)}: {row['soak_verdict']} {'; '.join(row.get('soak_flags') or [])}"
+            if row.soak_verdict:
+                msg += f"\n    soak: {soak.text(row)}: {row.soak_verdict} {'; '.join(row.soak_flags or [])}"
             style = "green"
         else:
-            msg = f"{run.cell.name} r{run.repeat}: {st.upper()}: {row.get('error')}"
+            msg = f"{run.cell.name} r{run.repeat}: {row.status.upper()}: {row.error}"
             style = "red"
-        for w in row.get("warnings") or []:
+        for w in row.warnings:
             msg += f"\n    ⚠ {w}"
         self.console.print(
-            f"[{style}]{'✓' if st == 'ok' else '✗'}[/] {msg}"
+            f"[{style}]{'✓' if row.ok else '✗'}[/] {msg}"
             if self.interactive
             else f"[{self.done}/{len(self.runs)}] {msg}",
             highlight=False,
@@ -155,10 +155,10 @@ def final_table(s: Summary) -> Group:
     )
     t.add_column("cell", style="bold", no_wrap=True)
     t.add_column("runs", justify="right")
-    t.add_column(SHORT_TITLES.get(cols[0], stats.METRIC_INFO[cols[0]][1]), justify="right")
+    t.add_column(tables.column_title(cols[0], SHORT_TITLES.get(cols[0])), justify="right")
     t.add_column("vs base", justify="right")
     for m in cols[1:]:
-        t.add_column(SHORT_TITLES.get(m, stats.METRIC_INFO[m][1]), justify="right")
+        t.add_column(tables.column_title(m, SHORT_TITLES.get(m)), justify="right")
     for c in s.ranked():
         runs = str(c.n_ok) + (f" [red]+{c.n_failed}✗[/]" if c.n_failed else "")
         vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2], with_ci=False) for m in cols]

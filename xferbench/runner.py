@@ -1,10 +1,11 @@
 """The sweep: every cell x repeat in interleaved order, one row per run, written as it is measured.
 
-One run: start the server on free ports (ready line), register it with the metrics source, start Locust
-headless, scrape both sides every second for warm-up + duration, compute the row from the snapshots of the
-measured window, stop Locust and the server. A run that fails (server does not start, dies, Locust exits)
-gets a failed row with the stderr tail and the sweep goes on; Ctrl-C (or SIGTERM) stops the sweep, and
-what was measured is still written.
+One run (`run_one`) is four steps on one `RunRow`: start (the server on free ports, up at its ready line;
+the [network] proxy; the metrics source on it), measure (Locust headless, both sides scraped every second
+for warm-up + duration, the row's figures from the snapshots of the measured window; or the steps of a
+capacity search), collect (the soak's counts, the warnings), and stop. A run that fails (server does not
+start, dies, Locust exits) gets a failed row with the stderr tail and the sweep goes on; Ctrl-C (or
+SIGTERM) stops the sweep, and what was measured is still written.
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ import platform
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import psutil
 
-from xferbench import capacity, figures, soak
-from xferbench.experiment import Experiment, Load, slug
+from xferbench import capacity, figures, soak, stats
+from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
 from xferbench.report.summary import summarize
+from xferbench.row import RunRow
 from xferbench.scrape import Snapshot, scrape
 from xferbench.sources import MetricsSource, ScrapeSource
 from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
@@ -40,6 +44,8 @@ LOCUST_TAIL_MARGIN_S = 15.0  # Locust's own -t is a safety net past the runner's
 
 
 class CellFailed(RuntimeError):
+    """A run that cannot go on; `tail` holds the last output lines of the process that explains why."""
+
     def __init__(self, message: str, tail: list[str]) -> None:
         super().__init__(message)
         self.tail = tail
@@ -48,17 +54,24 @@ class CellFailed(RuntimeError):
 @dataclass
 class SweepResult:
     run_dir: Path
-    rows: list[dict[str, Any]]
+    rows: list[RunRow]
     interrupted: bool
+
+    @property
+    def failed(self) -> list[RunRow]:
+        return [r for r in self.rows if r.status == "failed"]
 
 
 class NullProgress:
+    """What the sweep tells whoever shows its progress, and shows nothing (tests, library use);
+    xferbench/progress.py's RichProgress shows it in the terminal."""
+
     def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None: ...
     def add_runs(self, runs: list[Run]) -> None: ...
     def start_run(self, run: Run) -> None: ...
     def phase(self, run: Run, text: str) -> None: ...
     def live(self, run: Run, elapsed: float, total: float, qps: float | None, p95: float | None) -> None: ...
-    def end_run(self, run: Run, row: dict[str, Any]) -> None: ...
+    def end_run(self, run: Run, row: RunRow) -> None: ...
     def end_sweep(self) -> None: ...
 
 
@@ -93,9 +106,9 @@ def _tree_cpu(pid: int) -> float:
     return total
 
 
-def _install_sigterm() -> Any:
-    def handler(signum, frame):  # SIGTERM behaves like Ctrl-C: stop cleanly, write what was measured
-        raise KeyboardInterrupt
+def _install_sigterm() -> signal.Handlers | Callable[[int, FrameType | None], Any] | int | None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt  # SIGTERM behaves like Ctrl-C: stop cleanly, write what was measured
 
     try:
         return signal.signal(signal.SIGTERM, handler)
@@ -117,8 +130,8 @@ def sweep(
     exp: Experiment,
     run_dir: Path,
     source: MetricsSource | None = None,
-    progress: Any = None,
-    on_row: Any = None,
+    progress: NullProgress | None = None,
+    on_row: Callable[[RunRow], None] | None = None,
     until_ci: UntilCI | None = None,
 ) -> SweepResult:
     """Runs the whole experiment into run_dir, round by round; returns the rows (also in runs.jsonl)."""
@@ -129,7 +142,7 @@ def sweep(
     (run_dir / "logs").mkdir(exist_ok=True)
     meta = _meta(exp, source)
     (run_dir / "experiment.json").write_text(json.dumps(meta, indent=2))
-    rows: list[dict[str, Any]] = []
+    rows: list[RunRow] = []
     interrupted = False
     old = _install_sigterm()
     progress.start_sweep(exp, schedule(exp), run_dir)
@@ -148,7 +161,7 @@ def sweep(
                     unit_rows, interrupted = _run_unit(exp, unit, run_dir, source, progress)
                     for run, row in zip(unit, unit_rows, strict=True):
                         rows.append(row)
-                        out.write(json.dumps(row) + "\n")
+                        out.write(json.dumps(row.to_json()) + "\n")
                         out.flush()
                         progress.end_run(run, row)
                         if on_row:
@@ -164,14 +177,14 @@ def sweep(
                 signal.signal(signal.SIGTERM, old)
         meta["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
         meta["interrupted"] = interrupted
-        meta["rounds"] = max((r["repeat"] for r in rows), default=0)
+        meta["rounds"] = max((r.repeat for r in rows), default=0)
         (run_dir / "experiment.json").write_text(json.dumps(meta, indent=2))
     return SweepResult(run_dir, rows, interrupted)
 
 
 def _run_unit(
-    exp: Experiment, unit: list[Run], run_dir: Path, source: MetricsSource, progress: Any
-) -> tuple[list[dict[str, Any]], bool]:
+    exp: Experiment, unit: list[Run], run_dir: Path, source: MetricsSource, progress: NullProgress
+) -> tuple[list[RunRow], bool]:
     """One run, or a duet's two runs at once (each with its own metrics source, started together at a
     barrier so their measured windows coincide). Returns the rows and whether Ctrl-C stopped it."""
     if len(unit) == 1:
@@ -180,7 +193,7 @@ def _run_unit(
         except KeyboardInterrupt:
             return [_interrupted_row(exp, unit[0], source)], True
     barrier = threading.Barrier(len(unit))
-    rows: list[dict[str, Any] | None] = [None] * len(unit)
+    rows: list[RunRow | None] = [None] * len(unit)
     sources = [source, *(source.twin() for _ in unit[1:])]
 
     def go(i: int) -> None:
@@ -201,9 +214,9 @@ def _run_unit(
     return [r if r is not None else _interrupted_row(exp, run, source) for r, run in zip(rows, unit, strict=True)], False
 
 
-def _interrupted_row(exp: Experiment, run: Run, source: MetricsSource) -> dict[str, Any]:
-    row = _base_row(exp, run, source)
-    row.update(status="interrupted", error="stopped by Ctrl-C / SIGTERM")
+def _interrupted_row(exp: Experiment, run: Run, source: MetricsSource) -> RunRow:
+    row = new_row(exp, run, source)
+    row.status, row.error = "interrupted", "stopped by Ctrl-C / SIGTERM"
     return row
 
 
@@ -231,7 +244,7 @@ def _meta(exp: Experiment, source: MetricsSource) -> dict[str, Any]:
     }
 
 
-def _more_rounds(meta: dict[str, Any], rows: list[dict[str, Any]], until: UntilCI | None, repeat: int,
+def _more_rounds(meta: dict[str, Any], rows: list[RunRow], until: UntilCI | None, repeat: int,
                  elapsed_s: float) -> bool:
     """Whether --until-ci wants another round; records the answer and why in meta["until_ci"]."""
     if until is None:
@@ -253,53 +266,65 @@ def _more_rounds(meta: dict[str, Any], rows: list[dict[str, Any]], until: UntilC
     return True
 
 
-def ci_half_width(c: Any) -> float | None:
+def ci_half_width(c: stats.Comparison) -> float | None:
     """A ratio interval's half-width as a fraction (on the log scale: [0.95, 1.05] → about 0.05)."""
     if c.lo is None or c.hi is None or c.lo <= 0:
         return None
     return math.exp((math.log(c.hi) - math.log(c.lo)) / 2) - 1
 
 
-def _base_row(exp: Experiment, run: Run, source: MetricsSource) -> dict[str, Any]:
+def new_row(exp: Experiment, run: Run, source: MetricsSource) -> RunRow:
+    """A run's row before anything started: which run it is, and "ok" until something fails."""
     cell = run.cell
-    return {
-        "experiment": exp.name,
-        "cell": cell.name,
-        "repeat": run.repeat,
-        "order": run.order,
-        "pair": run.pair,
-        "server": cell.server,
-        "transport": cell.transport,
-        "axes": cell.axes,
-        "config": cell.config(),
-        "status": "ok",
-        "error": None,
-        "stderr_tail": None,
-        "warnings": [],
-        "source": source.name,
-        "started_at": dt.datetime.now(dt.UTC).isoformat(),
-        "warmup_s": exp.warmup_s,
-        "duration_s": None,
-        "ready": None,
-        "build_info": None,
-    }
+    return RunRow(
+        cell=cell.name,
+        server=cell.server,
+        transport=cell.transport,
+        experiment=exp.name,
+        repeat=run.repeat,
+        order=run.order,
+        pair=run.pair,
+        axes=dict(cell.axes),
+        config=cell.config(),
+        source=source.name,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+        warmup_s=exp.warmup_s,
+    )
 
 
 @dataclass
-class _Cell:
-    """What one run's load phases share: the running server and where their figures go."""
+class _Live:
+    """One run from start to stop: its row, and what starting it set up for measuring, collecting and
+    stopping."""
 
     exp: Experiment
     run: Run
     run_dir: Path
-    stem: str
-    server: Server
+    row: RunRow
     source: MetricsSource
-    shadow: MetricsSource | None
-    progress: Any
+    progress: NullProgress
     barrier: threading.Barrier | None = None
+    server: Server | None = None
+    proxy: Toxiproxy | None = None
+    shadow: MetricsSource | None = None  # with PromQL, the built-in scraper alongside, to check every row
     client_addr: str | None = None  # where Locust connects: the [network] proxy, else the server itself
     watch: soak.Watch | None = None  # the leak check, in a soak
+    begun: bool = False  # the metrics source has begun, so it must end
+
+    @property
+    def stem(self) -> str:
+        """`<cell>.r<repeat>`, and `.with-<partner>` in a duet: the name of the run's logs and series."""
+        run = self.run
+        duet = f".with-{slug(run.pair.split('/', 1)[1])}" if "/" in run.pair else ""
+        return f"{run.cell.slug}.r{run.repeat}{duet}"
+
+    def log(self, what: str, stem: str | None = None) -> Path:
+        return self.run_dir / "logs" / f"{stem or self.stem}.{what}.log"
+
+    @property
+    def running_server(self) -> Server:
+        assert self.server is not None, "the server is started first"
+        return self.server
 
 
 def run_one(
@@ -307,83 +332,92 @@ def run_one(
     run: Run,
     run_dir: Path,
     source: MetricsSource,
-    progress: Any,
+    progress: NullProgress,
     barrier: threading.Barrier | None = None,
-) -> dict[str, Any]:
-    """One cell, one repeat: start the server, drive it (one load phase, or a capacity search of several),
-    stop it. Returns the row; a failure anywhere makes a failed row, never an exception. `barrier`: a duet
-    partner's load starts when this one's does."""
-    cell = run.cell
-    row = _base_row(exp, run, source)
-    stem = f"{cell.slug}.r{run.repeat}" + (f".with-{slug(run.pair.split('/', 1)[1])}" if "/" in run.pair else "")
-    server: Server | None = None
-    proxy: Toxiproxy | None = None
-    begun = False
+) -> RunRow:
+    """One cell, one repeat: start, measure, collect, and stop whatever was started. A failure anywhere makes
+    a failed row, never an exception. `barrier`: a duet partner's load starts when this one's does."""
+    live = _Live(exp, run, run_dir, new_row(exp, run, source), source, progress, barrier)
     try:
-        progress.phase(run, "starting server")
-        try:
-            server = Server(
-                cell.server,
-                cell.server_argv(),
-                cell.server_env(),
-                log_path=run_dir / "logs" / f"{stem}.server.log",
-                cpus=exp.pinning.server or None,
-            )
-        except ServerStartError as e:
-            raise CellFailed(str(e), e.tail) from None
-        row["ready"] = server.ready
-        row["pids"] = {"server": server.proc.pid}
-        row["cpus"] = {"server": _affinity(server.proc.pid)}
-        client_addr = None
-        if exp.network is not None:
-            proxy, client_addr = _network_proxy(exp, cell, server, run_dir / "logs" / f"{stem}.toxiproxy.log")
-            row["network"] = {**exp.network.to_json(), "proxy": client_addr}
-            row["pids"]["toxiproxy"] = proxy.proc.pid
-        try:
-            metrics_addr = server.addr("metrics")
-        except KeyError as e:
-            raise CellFailed(str(e.args[0]), list(server.tail)) from None
-        source.begin(metrics_addr, {"xferbench_cell": cell.name, "server": cell.server})
-        begun = True
-        # With PromQL, the built-in scraper runs alongside, so every row can be checked against it.
-        shadow = ScrapeSource() if source.name != "scrape" else None
-        if shadow is not None:
-            shadow.begin(metrics_addr, {})
-        ctx = _Cell(exp, run, run_dir, stem, server, source, shadow, progress, barrier, client_addr=client_addr)
-        if exp.soak is not None and cell.load.mode != "capacity":
-            ctx.watch = soak.Watch(server.proc.pid, f"http://{metrics_addr}/metrics", exp.soak)
-            ctx.watch.before()  # the idle server, before any client connects
-        if cell.load.mode == "capacity":
-            _capacity(ctx, row)
-        else:
-            row.update(_load_phase(ctx, cell.load, stem, row))
-        if ctx.watch is not None:
-            _soak_end(ctx.watch, row)
-        _warnings(row, cell)
+        start(live)
+        measure(live)
+        collect(live)
     except Exception as e:
         if barrier is not None:
             barrier.abort()  # the duet partner must not wait for a load that will never start
-        row["status"] = "failed"
         if isinstance(e, CellFailed):
-            row["error"], tail = str(e), e.tail
+            live.row.fail(str(e), e.tail)
         else:
-            row["error"] = f"{type(e).__name__}: {e}"
-            tail = list(server.tail) if server is not None else []
-        row["stderr_tail"] = tail[-20:]
+            live.row.fail(f"{type(e).__name__}: {e}", list(live.server.tail) if live.server is not None else [])
     finally:
-        if proxy is not None:
-            proxy.stop()
-        if server is not None:
-            code = server.stop()
-            if row["status"] == "ok" and code not in (0, None):
-                row["warnings"].append(f"{cell.server} exited with status {code} on SIGTERM")
-        if begun:
-            with contextlib.suppress(Exception):
-                source.end()
-    return row
+        stop(live)
+    return live.row
 
 
-def _network_proxy(exp: Experiment, cell: Any, server: Server, log_path: Path) -> tuple[Toxiproxy, str]:
+def start(live: _Live) -> None:
+    """The server (up once its ready line is read), the [network] proxy in front of it, the metrics
+    source(s) on it, and in a soak the idle server's counts."""
+    exp, cell, row = live.exp, live.run.cell, live.row
+    live.progress.phase(live.run, "starting server")
+    try:
+        live.server = Server(cell.server, cell.server_argv(), cell.server_env(), log_path=live.log("server"),
+                             cpus=exp.pinning.server or None)
+    except ServerStartError as e:
+        raise CellFailed(str(e), e.tail) from None
+    server = live.server
+    row.ready = server.ready
+    row.pids = {"server": server.proc.pid}
+    row.cpus = {"server": _affinity(server.proc.pid)}
+    if exp.network is not None:
+        live.proxy, live.client_addr = _network_proxy(exp, cell, server, live.log("toxiproxy"))
+        row.network = {**exp.network.to_json(), "proxy": live.client_addr}
+        row.pids["toxiproxy"] = live.proxy.proc.pid
+    try:
+        metrics_addr = server.addr("metrics")
+    except KeyError as e:
+        raise CellFailed(str(e.args[0]), list(server.tail)) from None
+    live.source.begin(metrics_addr, {"xferbench_cell": cell.name, "server": cell.server})
+    live.begun = True
+    if live.source.name != "scrape":
+        live.shadow = ScrapeSource()
+        live.shadow.begin(metrics_addr, {})
+    if exp.soak is not None and cell.load.mode != "capacity":
+        live.watch = soak.Watch(server.proc.pid, f"http://{metrics_addr}/metrics", exp.soak)
+        live.watch.before()  # the idle server, before any client connects
+
+
+def measure(live: _Live) -> None:
+    """The load: one phase, or the steps of a capacity search."""
+    load = live.run.cell.load
+    if load.mode == "capacity":
+        _capacity(live)
+    else:
+        live.row.set_figures(_load_phase(live, load, live.stem))
+
+
+def collect(live: _Live) -> None:
+    """After the load, the server still up: the soak's counts and verdict, then the row's warnings."""
+    if live.watch is not None:
+        live.row.set_figures(live.watch.after())
+        live.row.soak_verdict, live.row.soak_flags = soak.verdict(live.row, live.watch.goal)
+    live.row.warnings += warnings(live.row, live.run.cell)
+
+
+def stop(live: _Live) -> None:
+    """Stops what start() started: the proxy, then the server (the row learns how it exited), then releases
+    the metrics source (with PromQL: removes the server's target)."""
+    if live.proxy is not None:
+        live.proxy.stop()
+    if live.server is not None:
+        code = live.server.stop()
+        if live.row.ok and code not in (0, None):
+            live.row.warnings.append(f"{live.run.cell.server} exited with status {code} on SIGTERM")
+    if live.begun:
+        with contextlib.suppress(Exception):
+            live.source.end()
+
+
+def _network_proxy(exp: Experiment, cell: Cell, server: Server, log_path: Path) -> tuple[Toxiproxy, str]:
     """[network]: a toxiproxy-server in front of the cell's transport listener, carrying the experiment's
     toxics; returns it and the address Locust connects to instead. It runs on the load generator's CPUs: it
     is the client's side of the wire and must not take the server's CPU time."""
@@ -411,179 +445,221 @@ def _affinity(pid: int) -> list[int] | None:
         return None
 
 
-def _load_phase(ctx: _Cell, load: Load, stem: str, row: dict[str, Any], search_step: bool = False) -> dict[str, Any]:
+# ---------------------------------------------------------------------------------------------- one load phase
+
+
+@dataclass
+class _Phase:
+    """One load phase: its Locust, and what was sampled while it ran."""
+
+    locust: Locust
+    stem: str
+    total_s: float  # warm-up + measured
+    client: list[Snapshot] = field(default_factory=list)
+    t0: float = field(default_factory=time.time)  # wall clock when the load started
+    warm_tick: int = 0  # the tick that ends the warm-up
+    t_warm: float = 0.0  # monotonic time of that tick
+    cpu_self0: float | None = None  # the runner's and Locust's CPU seconds at that tick
+    cpu_gen0: float | None = None
+
+
+def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
     """Locust against the running server for warm-up + duration, scraping both sides every second; the
     figures of the measured window. Raises CellFailed (a window without one completed call too, unless it is
     a step of a capacity search, where that is the step's answer); Locust is stopped whatever happens."""
-    exp, run, server, source, shadow = ctx.exp, ctx.run, ctx.server, ctx.source, ctx.shadow
-    cell = run.cell
-    total = exp.warmup_s + load.duration_s
-    port = free_port()
-    ctx.progress.phase(run, "starting locust" + (f" at {load.rate}/s" if load.rate else ""))
-    locust = Locust(
-        locust_argv(f"{cell.transport}://{ctx.client_addr or server.addr(cell.transport)}", load, port,
-                    total + LOCUST_TAIL_MARGIN_S),
-        port,
-        ctx.run_dir / "logs" / f"{stem}.locust.log",
-        cpus=exp.pinning.generator or None,
-    )
-    client: list[Snapshot] = []
-    t0 = time.time()
+    phase = _start_locust(live, load, stem)
+    unwatch = None
     try:
-        row["pids"]["locust"] = locust.proc.pid
-        row["cpus"]["generator"] = _affinity(locust.proc.pid)
         try:
-            locust.wait_ready()
+            phase.locust.wait_ready()
         except ServerStartError as e:
             raise CellFailed(str(e), e.tail) from None
-        if ctx.barrier is not None:
+        unwatch = live.source.watch_client(f"127.0.0.1:{phase.locust.metrics_port}",
+                                           {"xferbench_cell": live.run.cell.name})
+        if live.barrier is not None:
             try:
-                ctx.barrier.wait(timeout=READY_TIMEOUT_S)
+                live.barrier.wait(timeout=READY_TIMEOUT_S)
             except threading.BrokenBarrierError:
-                raise CellFailed("the duet partner failed before its load started", locust.tail()) from None
-
-        t0 = time.time()
-        m0 = time.monotonic()
-        ticks = math.ceil(total)
-        warm_tick = min(math.ceil(exp.warmup_s), ticks - 1) if ticks > 1 else 0
-        cpu_self0 = cpu_gen0 = None
-        tw = m0
-        prev: Snapshot | None = None
-        for k in range(ticks + 1):
-            delay = m0 + k - time.monotonic()
-            if delay > 0:
-                # A bounded wait that returns early if the server exits.
-                with contextlib.suppress(Exception):
-                    server.proc.wait(timeout=delay)
-            if not server.alive():
-                raise CellFailed(
-                    f"{cell.server} exited with status {server.proc.returncode} during the run "
-                    f"(at {time.monotonic() - m0:.1f}s)",
-                    list(server.tail),
-                )
-            if not locust.alive():
-                raise CellFailed(f"locust exited with status {locust.proc.returncode} during the run", locust.tail())
-            snap = scrape(locust.metrics_url, timeout=0.8)
-            source.tick()
-            if ctx.watch is not None:
-                ctx.watch.tick()
-            if shadow is not None:
-                shadow.tick()
-            if k == warm_tick:
-                cpu_self0, cpu_gen0, tw = _self_cpu(), _tree_cpu(locust.proc.pid), time.monotonic()
-            if snap is not None:
-                client.append(snap)
-                qps, p95 = figures.live(prev, snap)
-                prev = snap
-                ctx.progress.live(run, time.monotonic() - m0, total, qps, p95)
-        elapsed_w = time.monotonic() - tw
-        out: dict[str, Any] = {}
-        out["runner_cpu_cores"] = (_self_cpu() - cpu_self0) / elapsed_w if cpu_self0 is not None and elapsed_w > 0 else None
-        gen_cpu_psutil = (
-            (_tree_cpu(locust.proc.pid) - cpu_gen0) / elapsed_w if cpu_gen0 is not None and elapsed_w > 0 else None
-        )
-
-        win_c = [s for s in client if s.t >= t0 + warm_tick - 0.5]
-        if len(win_c) < 2:
-            raise CellFailed(
-                "fewer than two client metric scrapes in the measured window (is loadgen's --xfer-metrics-port serving?)",
-                locust.tail(),
-            )
-        t_a, t_b = win_c[0].t, win_c[-1].t
-        srv_whole = source.snapshots(t0, t_b)
-        out["duration_s"] = round(t_b - t_a, 3)
-        out.update(figures.client_figures(win_c))
-        out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole))
-        if ctx.watch is not None and not search_step:
-            out.update(ctx.watch.window(srv_whole, t0, t_a, t_b))
-        if shadow is not None:
-            sw = shadow.snapshots(t0, t_b)
-            out["scrape_check"] = figures.server_figures(figures.window(sw, t_a, t_b), sw)
-        if out.get("gen_cpu_cores") is None:
-            out["gen_cpu_cores"] = gen_cpu_psutil
-        out["gen_cpu_cores_psutil"] = gen_cpu_psutil
-        if srv_whole:
-            out["build_info"] = srv_whole[-1].label_values("xfer_build_info")
-        out["timeseries"] = f"timeseries/{stem}.csv"
-        if not out.get("client_qps") and not search_step:
-            raise CellFailed("no request completed in the measured window", locust.tail())
-        return out
+                raise CellFailed("the duet partner failed before its load started", phase.locust.tail()) from None
+        _sample(live, phase)
+        return _phase_figures(live, phase, search_step)
     finally:
-        locust.stop(grace_s=5.0)
-        if client:
+        phase.locust.stop(grace_s=5.0)
+        if unwatch is not None:
+            unwatch()  # after its last scrape: Prometheus keeps the series, the file goes
+        _write_phase_series(live, phase, search_step)
+
+
+def _start_locust(live: _Live, load: Load, stem: str) -> _Phase:
+    cell = live.run.cell
+    total = live.exp.warmup_s + load.duration_s
+    port = free_port()
+    live.progress.phase(live.run, "starting locust" + (f" at {load.rate}/s" if load.rate else ""))
+    host = f"{cell.transport}://{live.client_addr or live.running_server.addr(cell.transport)}"
+    locust = Locust(
+        locust_argv(host, load, port, total + LOCUST_TAIL_MARGIN_S),
+        port,
+        live.log("locust", stem),
+        cpus=live.exp.pinning.generator or None,
+    )
+    assert live.row.pids is not None and live.row.cpus is not None  # start() set them
+    live.row.pids["locust"] = locust.proc.pid
+    live.row.cpus["generator"] = _affinity(locust.proc.pid)
+    return _Phase(locust, stem, total)
+
+
+def _sample(live: _Live, phase: _Phase) -> None:
+    """One tick a second for warm-up + duration: both processes must live; Locust and the metrics sources
+    are scraped; at the end of the warm-up the runner's and Locust's CPU times are noted."""
+    server, locust = live.running_server, phase.locust
+    phase.t0 = time.time()
+    m0 = time.monotonic()
+    ticks = math.ceil(phase.total_s)
+    phase.warm_tick = min(math.ceil(live.exp.warmup_s), ticks - 1) if ticks > 1 else 0
+    phase.t_warm = m0
+    prev: Snapshot | None = None
+    for k in range(ticks + 1):
+        delay = m0 + k - time.monotonic()
+        if delay > 0:
+            # A bounded wait that returns early if the server exits.
             with contextlib.suppress(Exception):
-                _write_series(ctx.run_dir, stem, client, source.snapshots(t0 - 1, float("inf")), t0)
-                row.setdefault("timeseries", f"timeseries/{stem}.csv")
-        if ctx.watch is not None and not search_step:
-            with contextlib.suppress(Exception):
-                ctx.watch.write_series(ctx.run_dir / "timeseries" / f"{stem}.soak.csv",
-                                       source.snapshots(t0 - 1, float("inf")), t0)
-                row["soak_series"] = f"timeseries/{stem}.soak.csv"
+                server.proc.wait(timeout=delay)
+        if not server.alive():
+            raise CellFailed(
+                f"{server.name} exited with status {server.proc.returncode} during the run "
+                f"(at {time.monotonic() - m0:.1f}s)",
+                list(server.tail),
+            )
+        if not locust.alive():
+            raise CellFailed(f"locust exited with status {locust.proc.returncode} during the run", locust.tail())
+        snap = scrape(locust.metrics_url, timeout=0.8)
+        live.source.tick()
+        if live.watch is not None:
+            live.watch.tick()
+        if live.shadow is not None:
+            live.shadow.tick()
+        if k == phase.warm_tick:
+            phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(locust.proc.pid), time.monotonic()
+        if snap is not None:
+            phase.client.append(snap)
+            qps, p95 = figures.live(prev, snap)
+            prev = snap
+            live.progress.live(live.run, time.monotonic() - m0, phase.total_s, qps, p95)
 
 
-def _soak_end(watch: soak.Watch, row: dict[str, Any]) -> None:
-    """After the load (Locust stopped, the server still up): what the server still holds, and the verdict."""
-    row.update(watch.after())
-    row["soak_verdict"], row["soak_flags"] = soak.verdict(row, watch.goal)
+def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, Any]:
+    """The row's figures from the snapshots of the measured window (after the warm-up tick)."""
+    elapsed_w = time.monotonic() - phase.t_warm
+    out: dict[str, Any] = {"runner_cpu_cores": _per_second(_self_cpu(), phase.cpu_self0, elapsed_w)}
+    gen_cpu_psutil = _per_second(_tree_cpu(phase.locust.proc.pid), phase.cpu_gen0, elapsed_w)
+    win_c = [s for s in phase.client if s.t >= phase.t0 + phase.warm_tick - 0.5]
+    if len(win_c) < 2:
+        raise CellFailed(
+            "fewer than two client metric scrapes in the measured window (is loadgen's --xfer-metrics-port serving?)",
+            phase.locust.tail(),
+        )
+    t_a, t_b = win_c[0].t, win_c[-1].t
+    srv_whole = live.source.snapshots(phase.t0, t_b)
+    out["duration_s"] = round(t_b - t_a, 3)
+    out.update(figures.client_figures(win_c))
+    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole))
+    if live.watch is not None and not search_step:
+        out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))
+    if live.shadow is not None:
+        sw = live.shadow.snapshots(phase.t0, t_b)
+        out["scrape_check"] = figures.server_figures(figures.window(sw, t_a, t_b), sw)
+    if out.get("gen_cpu_cores") is None:
+        out["gen_cpu_cores"] = gen_cpu_psutil
+    out["gen_cpu_cores_psutil"] = gen_cpu_psutil
+    if srv_whole:
+        out["build_info"] = srv_whole[-1].label_values("xfer_build_info")
+    out["timeseries"] = f"timeseries/{phase.stem}.csv"
+    if not out.get("client_qps") and not search_step:
+        raise CellFailed("no request completed in the measured window", phase.locust.tail())
+    return out
 
 
-def _capacity(ctx: _Cell, row: dict[str, Any]) -> None:
+def _per_second(now: float, then: float | None, elapsed_s: float) -> float | None:
+    return (now - then) / elapsed_s if then is not None and elapsed_s > 0 else None
+
+
+def _write_phase_series(live: _Live, phase: _Phase, search_step: bool) -> None:
+    """What was sampled, even from a phase that failed: the per-second series, and a soak's own. A series
+    that cannot be written costs the row a warning, not its figures."""
+    if not phase.client:
+        return
+    try:
+        server = live.source.snapshots(phase.t0 - 1, phase.client[-1].t)
+        _write_series(live.run_dir, phase.stem, phase.client, server, phase.t0)
+        if live.row.timeseries is None:
+            live.row.timeseries = f"timeseries/{phase.stem}.csv"
+        if live.watch is not None and not search_step:
+            live.watch.write_series(live.run_dir / "timeseries" / f"{phase.stem}.soak.csv", server, phase.t0)
+            live.row.soak_series = f"timeseries/{phase.stem}.soak.csv"
+    except Exception as e:
+        live.row.warnings.append(f"time series of {phase.stem} not written: {type(e).__name__}: {e}")
+
+
+def _capacity(live: _Live) -> None:
     """Capacity mode: one load phase per step of the search, on the one server; the row carries the
     capacity, every step, and the figures of the best passing step (its cost per request at capacity)."""
-    load = ctx.run.cell.load
+    load = live.run.cell.load
+    row = live.row
     k = 0
 
-    def measure(rate: float) -> capacity.Step:
+    def measure_step(rate: float) -> capacity.Step:
         nonlocal k
         k += 1
-        fig = _load_phase(ctx, load.at_rate(rate), f"{ctx.stem}.step{k}", row, search_step=True)
+        fig = _load_phase(live, load.at_rate(rate), f"{live.stem}.step{k}", search_step=True)
         return capacity.Step(
             rate, fig.get("client_qps"), fig.get("client_p99_s"), fig.get("client_failure_rate"),
             fig.get("gen_cpu_cores"), figures=fig,
         )
 
     res = capacity.search(
-        measure, load.rate_per_second or 0.0, load.slo_p99 or 0.0, load.slo_failures, figures.GEN_SATURATED_CORES
+        measure_step, load.rate_per_second or 0.0, load.slo_p99 or 0.0, load.slo_failures, figures.GEN_SATURATED_CORES
     )
-    row["capacity_status"] = res.status
-    row["capacity_steps"] = [s.to_json() for s in res.steps]
+    row.capacity_status = res.status
+    row.capacity_steps = [s.to_json() for s in res.steps]
     best = res.best
     if best is not None:
-        row.update(best.figures)  # its timeseries too
-    row["capacity_rps"] = res.capacity_rps
+        row.set_figures(best.figures)  # its timeseries too
+    row.capacity_rps = res.capacity_rps
     if res.status == capacity.GENERATOR_BOUND:
-        row["warnings"].append(
+        row.warnings.append(
             f"capacity search stopped: the load generator saturated at {res.steps[-1].rate:.0f} req/s before the "
             "server; the capacity is a lower bound"
         )
     elif res.status != capacity.FOUND:
-        row["warnings"].append(f"capacity search: {res.status}")
+        row.warnings.append(f"capacity search: {res.status}")
 
 
-def _warnings(row: dict[str, Any], cell) -> None:
-    w = row["warnings"]
-    gen = row.get("gen_cpu_cores")
+def warnings(row: RunRow, cell: Cell) -> list[str]:
+    """What the reader of a finished run must know before trusting its figures."""
+    w = []
+    gen = row.gen_cpu_cores
     if gen is not None and gen > figures.GEN_SATURATED_CORES:
         w.append(
-            f"load generator saturated: {gen:.2f} cores (> {figures.GEN_SATURATED_CORES}); "
+            f"load generator saturated: {gen:.2f} cores (> {figures.GEN_SATURATED_CORES:g} cores); "
             "the figures may describe Locust rather than the server"
         )
-    if row.get("client_failures"):
-        w.append(f"{int(row['client_failures'])} failed requests")
-    if cell.load.mode == "open" and row.get("client_qps") is not None:
+    if row.client_failures:
+        w.append(f"{int(row.client_failures)} failed requests")
+    if cell.load.mode == "open" and row.client_qps is not None:
         offered = cell.load.rate_per_second or 0.0
-        if row["client_qps"] < UNDERSERVED * offered:
+        if row.client_qps < UNDERSERVED * offered:
             w.append(
-                f"offered {offered:g} req/s but {row['client_qps']:.1f} were served: the server or the generator fell "
+                f"offered {offered:g} req/s but {row.client_qps:.1f} were served: the server or the generator fell "
                 "behind, so latencies include queueing; lower load.rate"
             )
     want = cell.flags.get("alloc")
     if want:
-        got = (row.get("build_info") or {}).get("allocator") or (row.get("ready") or {}).get("alloc")
+        got = (row.build_info or {}).get("allocator") or (row.ready or {}).get("alloc")
         if got and got != want:
             w.append(f"asked for allocator {want}, the server reports {got}")
-    if row.get("server_qps") is None:
+    if row.server_qps is None:
         w.append("no server request metrics in the window")
+    return w
 
 
 def _write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float) -> None:

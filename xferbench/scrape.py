@@ -13,11 +13,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 Labels = tuple[tuple[str, str], ...]
 Key = tuple[str, Labels]
+LabelTest = Callable[[dict[str, str]], bool]  # which series of a metric to take, by their labels
 
 # Families worth keeping; everything else (python_*, most go_* runtime internals) is dropped at parse time.
 KEEP_PREFIXES = (
@@ -86,11 +88,11 @@ class Snapshot:
                 return dict(ls)
         return None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"t": self.t, "samples": [[n, dict(ls), v] for (n, ls), v in self.samples.items()]}
 
     @classmethod
-    def from_json(cls, d: dict) -> Snapshot:
+    def from_json(cls, d: dict[str, Any]) -> Snapshot:
         return cls(d["t"], {(n, tuple(sorted(ls.items()))): v for n, ls, v in d["samples"]})
 
 
@@ -112,7 +114,8 @@ def parse_text(text: str, t: float | None = None, keep_fn: Callable[[str], bool]
 
 def fetch(url: str, timeout: float = 2.0) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return resp.read().decode("utf-8", errors="replace")
+        body: bytes = resp.read()
+    return body.decode("utf-8", errors="replace")
 
 
 def scrape(url: str, timeout: float = 2.0) -> Snapshot | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from xferbench import growth, procfs
 from xferbench.experiment import Soak
+from xferbench.row import RunRow
 from xferbench.scrape import Snapshot, scrape
 
 OK, LEAK, NA = "ok", "LEAK?", "n/a"
@@ -128,21 +129,23 @@ def heap_series(server: list[Snapshot]) -> tuple[str | None, list[tuple[float, f
     return None, []
 
 
-def verdict(row: dict[str, Any], goal: Soak) -> tuple[str, list[str]]:
+def verdict(row: RunRow, goal: Soak) -> tuple[str, list[str]]:
     """"ok", "LEAK?" with what is over the goal, or "n/a" when no growth figure could be computed."""
     flags = []
-    for key, what in (("soak_rss_growth", "RSS"), ("soak_heap_growth", "live heap")):
-        g = row.get(key)
+    for g, what in ((row.soak_rss_growth, "RSS"), (row.soak_heap_growth, "live heap")):
         if g is not None and g > goal.growth_max:
             flags.append(f"{what} grew {g * 100:+.1f}% (goal <= {goal.growth_max * 100:g}%)")
-    kinds = ("fds", "goroutines") if row.get("soak_goroutines_start") is not None else ("fds", "threads")
-    for kind in kinds:
-        a, b = row.get(f"soak_{kind}_start"), row.get(f"soak_{kind}_end")
+    held = [("fds", row.soak_fds_start, row.soak_fds_end)]
+    if row.soak_goroutines_start is not None:
+        held.append(("goroutines", row.soak_goroutines_start, row.soak_goroutines_end))
+    else:
+        held.append(("threads", row.soak_threads_start, row.soak_threads_end))
+    for kind, a, b in held:
         if a is not None and b is not None and b > a + goal.held_slack:
             flags.append(f"{kind} {a}->{b} after the load (allowed +{goal.held_slack})")
     if flags:
         return LEAK, flags
-    if row.get("soak_rss_growth") is None:
+    if row.soak_rss_growth is None:
         return NA, ["no RSS growth figure: the measured window is too short"]
     return OK, []
 

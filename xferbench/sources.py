@@ -5,23 +5,23 @@ Both implement `MetricsSource` and hand back `Snapshot`s of the server over the 
 scraped directly: its metrics port lives only as long as the Locust process.
 
 With a real Prometheus the server's metrics address must be one of its targets. `PromQLSource` is given
-a `register` callable (address, labels) → unregister callable; `xferbench.stack` may provide
-`register_target`, otherwise the runner writes a Prometheus file_sd JSON file (see `FileSDRegistry`).
+a `register` callable (job, address, labels) → unregister callable (xferbench/targets.py): it registers the
+server for the run's figures, and each Locust while it runs so that the dashboards' client panels have
+data too.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 from xferbench.scrape import KEEP_PREFIXES, Snapshot, scrape
+from xferbench.targets import Register, Unregister
 
 PROM_DROP_LABELS = ("instance", "job", "xferbench_cell", "xferbench_run")
 
@@ -43,6 +43,11 @@ class MetricsSource(ABC):
 
     def end(self) -> None:  # noqa: B027 (optional hook, a no-op by default)
         """The server is gone; release whatever begin() set up."""
+
+    def watch_client(self, metrics_addr: str, labels: dict[str, str]) -> Unregister:
+        """A Locust serves client figures at metrics_addr while it runs; returns what to call once it has
+        stopped. The runner scrapes Locust itself, so by default there is nothing to do."""
+        return _nothing
 
     @abstractmethod
     def twin(self) -> MetricsSource:
@@ -89,7 +94,7 @@ class PromQLSource(MetricsSource):
     def __init__(
         self,
         url: str,
-        register: Callable[[str, dict[str, str]], Callable[[], None]] | None = None,
+        register: Register | None = None,
         step_s: float = 1.0,
         timeout_s: float = 10.0,
         ready_timeout_s: float = 30.0,
@@ -100,12 +105,12 @@ class PromQLSource(MetricsSource):
         self.timeout_s = timeout_s
         self.ready_timeout_s = ready_timeout_s
         self.instance = ""
-        self._unregister: Callable[[], None] | None = None
+        self._unregister: Unregister | None = None
 
     def twin(self) -> PromQLSource:
         return PromQLSource(self.base, self.register, self.step_s, self.timeout_s, self.ready_timeout_s)
 
-    def _get(self, path: str, params: dict[str, str]) -> dict:
+    def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
         try:
             with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
@@ -114,7 +119,8 @@ class PromQLSource(MetricsSource):
             raise PromQLError(f"Prometheus at {self.base}: {e}") from e
         if body.get("status") != "success":
             raise PromQLError(f"Prometheus at {self.base}: {body.get('error', body)}")
-        return body["data"]
+        data: dict[str, Any] = body["data"]
+        return data
 
     def check(self) -> None:
         """Raises PromQLError unless Prometheus answers a query: called before any server starts, so an
@@ -134,7 +140,7 @@ class PromQLSource(MetricsSource):
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
         self.instance = metrics_addr
         if self.register is not None:
-            self._unregister = self.register(metrics_addr, labels)
+            self._unregister = self.register("xferd", metrics_addr, labels)
         # Wait (bounded, polling) until Prometheus has scraped the new target successfully once. A begin that
         # fails (Prometheus down, target never scraped) unregisters the target again: the runner calls end()
         # only after a successful begin, and a stale target would outlive its run.
@@ -181,8 +187,19 @@ class PromQLSource(MetricsSource):
             self._unregister()
             self._unregister = None
 
+    def watch_client(self, metrics_addr: str, labels: dict[str, str]) -> Unregister:
+        """Has Prometheus scrape the Locust too (job `locust`), for the dashboards' client panels; the
+        runner's client figures still come from its own scrapes."""
+        if self.register is None:
+            return _nothing
+        return self.register("locust", metrics_addr, labels)
 
-def matrix_to_snapshots(result: list[dict]) -> list[Snapshot]:
+
+def _nothing() -> None:
+    pass
+
+
+def matrix_to_snapshots(result: list[dict[str, Any]]) -> list[Snapshot]:
     """A query_range matrix → one Snapshot per step timestamp (Prometheus' own labels dropped)."""
     by_t: dict[float, Snapshot] = {}
     for series in result:
@@ -208,32 +225,3 @@ def retime(snaps: list[Snapshot], real: dict[float, float]) -> list[Snapshot]:
         snap.t = t
         out.append(snap)
     return out
-
-
-class FileSDRegistry:
-    """Registers targets in a Prometheus file_sd JSON file (one file per target, in a directory the local
-    Prometheus watches). `register(addr, labels)` returns the function that removes the target again."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.dir = Path(directory)
-
-    def __call__(self, addr: str, labels: dict[str, str]) -> Callable[[], None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / f"xferd-{addr.replace(':', '_')}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([{"targets": [addr], "labels": labels}]))
-        os.replace(tmp, path)
-
-        def unregister() -> None:
-            path.unlink(missing_ok=True)
-
-        return unregister
-
-
-def stack_registry() -> Callable[[str, dict[str, str]], Callable[[], None]] | None:
-    """xferbench.stack's target registration, when that module provides one."""
-    try:
-        from xferbench import stack  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(stack, "register_target", None)

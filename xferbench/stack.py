@@ -6,12 +6,14 @@ own `deploy/prometheus/prometheus.yml` and recording rules, rewritten for local 
 - compose service names become local addresses (`xferd-go:9101` -> `127.0.0.1:9101`, ...; override any of
   them with `--target SERVICE=HOST:PORT`, repeatable; `--target SERVICE=` drops a service);
 - DNS discovery of Locust processes becomes static targets (by default the master's `127.0.0.1:9646`);
-- file discovery reads `<dir>/targets/`, where a runner (or a person) drops JSON target files
-  (`write_targets`) to have more processes scraped while the stack runs;
+- file discovery reads `<dir>/targets/`, where `xferbench run --prometheus` (or a person) drops JSON target
+  files (xferbench/targets.py) to have more processes scraped while the stack runs;
 - intervals can be shortened (`--scrape-interval 1s`).
 
-State lives in `build/stack/` (or `--dir`): the rewritten config, the TSDB, a log and a pid file. Prometheus
-runs with `--web.enable-lifecycle`; `up` returns once `/-/ready` answers, `down` asks `/-/quit` and waits.
+State lives in `build/stack/` (or `--dir`, or $XFERBENCH_STACK_DIR): the rewritten config, the TSDB, a log
+and a pid file. Prometheus runs with `--web.enable-lifecycle`; `up` returns once `/-/ready` answers and prints
+UI links that work on the installed version; `status` waits (bounded) for every target's first scrape;
+`down` asks `/-/quit` and waits.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +36,9 @@ from typing import Any
 
 import yaml
 
+from xferbench import process
+from xferbench.targets import FileSDRegistry
+
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 PROM_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
@@ -44,6 +48,7 @@ DEFAULT_LISTEN = "127.0.0.1:9090"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.1
+STATUS_WAIT_S = 15.0  # `stack status`: how long to wait for the targets' first scrapes (3 of the config's 5s)
 
 # Where each compose service lives when everything runs on this machine (docs/DESIGN.md's default ports).
 # An empty list: not scraped unless given with --target (Locust workers pick their own ports).
@@ -121,46 +126,22 @@ def local_config(
     return cfg
 
 
-def write_targets(targets_dir: Path, name: str, targets: Sequence[str], labels: Mapping[str, str]) -> Path:
-    """Writes one file-discovery target group; Prometheus picks it up within a second or two.
-
-    `name` must start with the job it belongs to (`xferd-...` or `locust-...`), as the config's patterns do;
-    labels should carry `server` for servers. The write is atomic (rename), so a half file is never read.
-    """
-    if not (name.startswith("xferd-") or name.startswith("locust-")):
-        raise StackError(f"target file {name!r} must start with 'xferd-' or 'locust-'")
-    targets_dir.mkdir(parents=True, exist_ok=True)
-    path = targets_dir / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps([{"targets": list(targets), "labels": dict(labels)}], indent=2) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def remove_targets(targets_dir: Path, name: str) -> None:
-    (targets_dir / f"{name}.json").unlink(missing_ok=True)
-
-
 def stack_dir() -> Path:
     """The local stack's state folder: $XFERBENCH_STACK_DIR, else build/stack."""
     return Path(os.environ.get("XFERBENCH_STACK_DIR") or DEFAULT_DIR)
 
 
-def register_target(addr: str, labels: Mapping[str, str]) -> Callable[[], None]:
-    """Has the running local stack scrape a server at `addr` (the runner's `--prometheus` hook).
-
-    Writes `xferd-<addr>.json` into the stack's targets folder and returns the function that removes it.
-    """
-    d = stack_dir()
+def registry(d: Path | None = None) -> FileSDRegistry:
+    """Where `xferbench run --prometheus` registers its servers and Locusts: the running local stack's
+    targets folder. Raises StackError, before any server starts, when no stack is up there."""
+    d = d or stack_dir()
     state = _read_state(d)
     if state is None or not _pid_alive(state[0]):
         raise StackError(
             f"no local stack is up in {d}: run `xferbench stack up` first "
-            "(or give the runner --prometheus-sd DIR for another Prometheus)"
+            "(or give --prometheus-sd DIR, a folder of file-discovery targets that Prometheus watches)"
         )
-    name = "xferd-" + addr.replace(":", "_").replace("/", "_")
-    write_targets(d / "targets", name, [addr], labels)
-    return lambda: remove_targets(d / "targets", name)
+    return FileSDRegistry(d / "targets")
 
 
 # ---------------------------------------------------------------------------------------------- process
@@ -173,37 +154,19 @@ def prometheus_binary() -> str:
     return found
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
+            return int(r.status), r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
 
 
-def wait_ready(
-    url: str,
-    proc: subprocess.Popen[bytes] | None = None,
-    timeout: float = READY_TIMEOUT_S,
-    log: Path | None = None,
-) -> None:
-    """Polls `url`/-/ready until it answers 200; fails early if the process exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-            raise StackError(f"prometheus exited with {proc.returncode} before ready\n{tail}")
-        with contextlib.suppress(OSError):
-            if _get(f"{url}/-/ready", timeout=1.0)[0] == 200:
-                return
-        time.sleep(POLL_INTERVAL_S)
-    raise StackError(f"prometheus at {url} not ready after {timeout:.0f}s")
+def _answers(url: str) -> bool:
+    try:
+        return _get(url, timeout=1.0)[0] == 200
+    except OSError:
+        return False
 
 
 @dataclass
@@ -214,19 +177,14 @@ class Prometheus:
     log: Path
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+        return process.stop(self.proc, grace_s=STOP_TIMEOUT_S)
 
 
 def start_prometheus(
     config: Path, data_dir: Path, listen: str, log: Path, *, detach: bool = False, retention: str = "2d"
 ) -> Prometheus:
-    """Starts Prometheus on `config` and returns once it is ready."""
+    """Starts Prometheus on `config` and returns once `/-/ready` answers. `detach`: it outlives this
+    process (`stack up`; `stack down` stops it by its pid file)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     args = [
         prometheus_binary(),
@@ -237,12 +195,18 @@ def start_prometheus(
         "--web.enable-lifecycle",
     ]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
-        )
+        proc = process.spawn(args, stdout=out, stderr=subprocess.STDOUT, detach=detach)
     prom = Prometheus(proc, f"http://{listen}", config, log)
+
+    def tail() -> list[str]:
+        return log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
+
     try:
-        wait_ready(prom.url, proc, log=log)
+        process.wait_until(lambda: _answers(f"{prom.url}/-/ready"), proc, f"prometheus at {prom.url}",
+                           READY_TIMEOUT_S, tail)
+    except process.ServerStartError as e:
+        prom.stop()
+        raise StackError("\n".join([str(e), *e.tail])) from None
     except BaseException:
         prom.stop()
         raise
@@ -255,7 +219,7 @@ def running_prometheus(
 ) -> Iterator[Prometheus]:
     """A throw-away Prometheus on a free loopback port with the repository's config (for tests)."""
     (workdir / "targets").mkdir(parents=True, exist_ok=True)  # must exist before start: Prometheus watches it
-    listen = f"127.0.0.1:{free_port()}"
+    listen = f"127.0.0.1:{process.free_port()}"
     cfg = local_config(
         services=services,
         prometheus_addr=listen,
@@ -269,6 +233,48 @@ def running_prometheus(
         yield prom
     finally:
         prom.stop()
+
+
+# ---------------------------------------------------------------------------------------------- the web UI
+
+
+def ui_links(url: str) -> dict[str, str]:
+    """Links to the pages a user wants (targets, rules, graph) that work on the Prometheus at `url`.
+
+    Debian's builds (version `2.42.0+ds`, what `stack up` runs) ship only the classic UI, under
+    `/classic/`, and answer 404 at `/targets`; upstream builds serve their UI at the root. The version from
+    /api/v1/status/buildinfo gives the first guess, and one request confirms it, so a packaging this does
+    not know still gets working links.
+    """
+    status, body = _get(f"{url}/api/v1/status/buildinfo")
+    version = str(json.loads(body)["data"].get("version", "")) if status == 200 else ""
+    guess, other = ("/classic", "") if "+ds" in version else ("", "/classic")
+    prefix = guess if _answers(f"{url}{guess}/targets") or not _answers(f"{url}{other}/targets") else other
+    return {page: f"{url}{prefix}/{page}" for page in ("targets", "rules", "graph")}
+
+
+# ---------------------------------------------------------------------------------------------- targets
+
+
+def targets(url: str) -> list[dict[str, Any]]:
+    """Prometheus' active targets; [] when it does not answer."""
+    try:
+        status, body = _get(f"{url}/api/v1/targets?state=active")
+    except OSError:
+        return []
+    found: list[dict[str, Any]] = json.loads(body)["data"]["activeTargets"] if status == 200 else []
+    return found
+
+
+def wait_first_scrapes(url: str, timeout_s: float) -> list[dict[str, Any]]:
+    """The active targets once every one of them has been scraped at least once (health up or down, not
+    "unknown"); right after `up` Prometheus has discovered none yet. Bounded: after timeout_s, what is there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = targets(url)
+        if (found and all(t["health"] != "unknown" for t in found)) or time.monotonic() >= deadline:
+            return found
+        time.sleep(POLL_INTERVAL_S)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
@@ -323,26 +329,31 @@ def cmd_up(a: argparse.Namespace) -> int:
     config.write_text(
         "# written by `xferbench stack up` from deploy/prometheus/prometheus.yml\n" + yaml.safe_dump(cfg, sort_keys=False)
     )
-    check = (
-        subprocess.run(
-            [shutil.which("promtool") or "promtool", "check", "config", str(config)],
-            capture_output=True,
-            text=True,
-        )
-        if shutil.which("promtool")
-        else None
-    )
-    if check is not None and check.returncode != 0:
-        raise StackError(f"promtool rejects {config}:\n{check.stdout}{check.stderr}")
+    _promtool_check(config)
     prom = start_prometheus(config, d / "data", a.listen, d / "prometheus.log", detach=True, retention=a.retention)
     (d / "prometheus.pid").write_text(f"{prom.proc.pid}\n")
     (d / "prometheus.url").write_text(prom.url + "\n")
     print(f"prometheus ready at {prom.url} (pid {prom.proc.pid})")
+    _print_links(prom.url)
     print(f"  config  {config}")
     print(f"  targets {d / 'targets'}  (drop xferd-*.json / locust-*.json here to scrape more)")
     print(f"  log     {d / 'prometheus.log'}")
     print("  stop with `xferbench stack down`")
     return 0
+
+
+def _promtool_check(config: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        return
+    check = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True)
+    if check.returncode != 0:
+        raise StackError(f"promtool rejects {config}:\n{check.stdout}{check.stderr}")
+
+
+def _print_links(url: str) -> None:
+    for page, link in ui_links(url).items():
+        print(f"  {page:<7} {link}")
 
 
 def cmd_down(a: argparse.Namespace) -> int:
@@ -375,20 +386,50 @@ def cmd_status(a: argparse.Namespace) -> int:
         print("stack is not up")
         return 1
     pid, url = state
-    status, body = _get(f"{url}/api/v1/targets?state=active")
     print(f"prometheus pid {pid} at {url}")
-    if status == 200:
-        for t in json.loads(body)["data"]["activeTargets"]:
-            print(f"  {t['labels'].get('job', '?'):<10} {t['scrapeUrl']:<40} {t['health']}")
+    _print_links(url)
+    found = wait_first_scrapes(url, a.wait)
+    if not found:
+        print(f"  no targets discovered within {a.wait:g}s")
+    for t in found:
+        health = t["health"] if t["health"] != "unknown" else f"unknown (not scraped within {a.wait:g}s)"
+        error = f"  {t['lastError']}" if t.get("lastError") else ""
+        print(f"  {t['labels'].get('job', '?'):<10} {t['scrapeUrl']:<40} {health}{error}")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _seconds(text: str) -> float:
+    try:
+        v = float(text.removesuffix("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want seconds, such as 15 or 15s") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a duration of 0 seconds or more")
+    return v
+
+
+def _run(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A subcommand whose StackError is a one-line message and exit status 1."""
+
+    def run(a: argparse.Namespace) -> int:
+        try:
+            return fn(a)
+        except StackError as e:
+            print(f"xferbench stack: error: {e}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`xferbench stack up|down|status`, a subcommand of the one `xferbench` parser (xferbench/cli.py)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="state folder (default build/stack)")
-    p = argparse.ArgumentParser(prog="xferbench stack", description=(__doc__ or "").split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    up = sub.add_parser("up", parents=[common], help="start a local Prometheus with the repository's config")
+    common.add_argument("--dir", type=Path, default=stack_dir(),
+                        help="state folder (default: $XFERBENCH_STACK_DIR, else build/stack)")
+    p = sub.add_parser("stack", help="a local Prometheus with the repository's config (no Docker)",
+                       description=(__doc__ or "").split("\n\n")[0])
+    stack_sub = p.add_subparsers(dest="stack_cmd", required=True, metavar="{up,down,status}")
+    up = stack_sub.add_parser("up", parents=[common], help="start a local Prometheus with the repository's config")
     up.add_argument("--listen", default=DEFAULT_LISTEN, help="Prometheus address (default %(default)s)")
     up.add_argument(
         "--target",
@@ -397,23 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SERVICE=HOST:PORT",
         help="where a compose service runs locally (repeatable; SERVICE= drops it)",
     )
-    up.add_argument("--scrape-interval", default=None, help="e.g. 1s (default: the config's)")
+    up.add_argument("--scrape-interval", default=None, help="e.g. 1s (default: the config's, 5s)")
     up.add_argument("--retention", default="2d", help="TSDB retention (default %(default)s)")
-    up.set_defaults(func=cmd_up)
-    sub.add_parser("down", parents=[common], help="stop it (data is kept)").set_defaults(func=cmd_down)
-    st = sub.add_parser("status", parents=[common], help="pid, URL and scrape targets")
-    st.set_defaults(func=cmd_status)
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    try:
-        return int(a.func(a))
-    except StackError as e:
-        print(f"xferbench stack: error: {e}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    up.set_defaults(fn=_run(cmd_up))
+    stack_sub.add_parser("down", parents=[common], help="stop it (data is kept)").set_defaults(fn=_run(cmd_down))
+    st = stack_sub.add_parser("status", parents=[common], help="pid, UI links, and every target's health")
+    st.add_argument("--wait", type=_seconds, default=STATUS_WAIT_S, metavar="SECONDS",
+                    help="wait up to this long for every target's first scrape (default %(default)gs)")
+    st.set_defaults(fn=_run(cmd_status))

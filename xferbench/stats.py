@@ -201,16 +201,17 @@ def noise_floor(comparisons: Sequence[Comparison], level: float = LEVEL, resolut
     log ratio pooled over every comparison with an interval (weighted by degrees of freedom, with the t
     quantile of the pooled degrees of freedom), over the typical effective number of repeats. Never below
     `resolution`, the granularity of the figure itself. None without any interval."""
-    with_ci = [c for c in comparisons if c.se is not None and c.df is not None and c.df >= 1]
+    # (df, se, n_eff) of every comparison with an interval; se² = variance of one log ratio / n_eff
+    with_ci = [
+        (c.df, c.se, float(c.n_a) if c.paired else 1.0 / (1.0 / c.n_a + 1.0 / c.n_b))
+        for c in comparisons
+        if c.se is not None and c.df is not None and c.df >= 1
+    ]
     if not with_ci:
         return None
-
-    def n_eff(c: Comparison) -> float:  # se² = variance of one log ratio / n_eff
-        return float(c.n_a) if c.paired else 1.0 / (1.0 / c.n_a + 1.0 / c.n_b)
-
-    df = sum(c.df for c in with_ci)  # type: ignore[misc]
-    var = sum(c.df * c.se**2 * n_eff(c) for c in with_ci) / df  # type: ignore[operator]
-    n_typ = sum(n_eff(c) for c in with_ci) / len(with_ci)
+    df = sum(d for d, _, _ in with_ci)
+    var = sum(d * se**2 * n for d, se, n in with_ci) / df
+    n_typ = sum(n for _, _, n in with_ci) / len(with_ci)
     return max(resolution, math.exp(_tq(level, df) * math.sqrt(var / n_typ)) - 1.0)
 
 

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from xferbench.experiment import ROOT, Network
-from xferbench.process import READY_TIMEOUT_S, ServerStartError, free_port, spawn, stop
+from xferbench.process import READY_TIMEOUT_S, ServerStartError, free_port, spawn, stop, wait_until
 
 BIN_ENV = "XFERBENCH_TOXIPROXY_BIN"
 STREAMS = ("upstream", "downstream")  # upstream: client → server; downstream: server → client
@@ -103,21 +102,14 @@ class Toxiproxy:
             raise
 
     def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def answers() -> bool:
             try:
                 self.version()
-                return
+                return True
             except ToxiproxyError:
-                pass
-            if self.proc.poll() is not None:
-                raise ServerStartError(f"toxiproxy-server exited with status {self.proc.returncode} before its API "
-                                       f"answered on {self.api}", self.tail())
-            if time.monotonic() > deadline:
-                raise ServerStartError(f"toxiproxy-server's API {self.api} did not answer within {timeout_s:.0f}s",
-                                       self.tail(), timed_out=True)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.05)  # a bounded poll interval that returns at once if it exits
+                return False
+
+        wait_until(answers, self.proc, f"toxiproxy-server (API {self.api})", timeout_s, self.tail)
 
     def tail(self, n: int = 40) -> list[str]:
         with contextlib.suppress(OSError, ValueError):

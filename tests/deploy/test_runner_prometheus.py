@@ -59,7 +59,8 @@ def close(a: float | None, b: float | None, tol: float) -> bool:
 
 def test_promql_and_scraper_agree_on_one_cell(tmp_path: Path) -> None:
     from xferbench import experiment, figures, runner
-    from xferbench.sources import FileSDRegistry, MetricsSource, PromQLSource, ScrapeSource
+    from xferbench.sources import MetricsSource, PromQLSource, ScrapeSource
+    from xferbench.targets import FileSDRegistry
 
     if not SERVERS["xferd-go"].binary.exists():
         pytest.fail(f"{SERVERS['xferd-go'].binary} is not built; run `make build`")

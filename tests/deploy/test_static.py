@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from tests.deploy.promcheck import DASHBOARDS, DEPLOY, ROOT, load_dashboard, panels, variables
-from xferbench import stack
+from xferbench import stack, targets
+from xferbench.process import free_port
 
 PROM_DIR = DEPLOY / "prometheus"
 COMPOSE = DEPLOY / "docker-compose.yml"
@@ -76,16 +77,16 @@ def test_local_rewrite_refuses_an_unknown_service(tmp_path: Path) -> None:
 
 
 def test_write_targets_is_file_sd_json(tmp_path: Path) -> None:
-    p = stack.write_targets(tmp_path, "xferd-cell1", ["127.0.0.1:5"], {"server": "xferd-c"})
+    p = targets.write_targets(tmp_path, "xferd-cell1", ["127.0.0.1:5"], {"server": "xferd-c"})
     assert json.loads(p.read_text()) == [{"targets": ["127.0.0.1:5"], "labels": {"server": "xferd-c"}}]
-    with pytest.raises(stack.StackError):
-        stack.write_targets(tmp_path, "cell1", [], {})
+    with pytest.raises(targets.TargetFileError, match="must start with one of xferd-"):
+        targets.write_targets(tmp_path, "cell1", [], {})
 
 
 def test_stack_up_status_down(tmp_path: Path) -> None:
     """The CLI round trip: up returns once ready, file discovery picks up a dropped target, down stops it."""
-    listen = f"127.0.0.1:{stack.free_port()}"
-    cli = [sys.executable, "-m", "xferbench.stack"]
+    listen = f"127.0.0.1:{free_port()}"
+    cli = [sys.executable, "-m", "xferbench", "stack"]
     d = ["--dir", str(tmp_path)]
     try:
         up = subprocess.run([*cli, "up", *d, "--listen", listen, "--scrape-interval", "1s",
@@ -94,7 +95,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert up.returncode == 0, up.stdout + up.stderr
         with urllib.request.urlopen(f"http://{listen}/-/ready", timeout=5) as r:
             assert r.status == 200
-        stack.write_targets(tmp_path / "targets", "xferd-extra", [listen], {"server": "extra"})
+        targets.write_targets(tmp_path / "targets", "xferd-extra", [listen], {"server": "extra"})
         from tests.deploy.promcheck import PromAPI
         found = PromAPI(f"http://{listen}").wait_for('up{server="extra"}', 20.0)
         assert found, "a target file dropped in targets/ was not discovered"

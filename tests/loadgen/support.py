@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,15 +14,11 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from xferbench.process import free_port as free_port  # the one implementation, for the loadgen suites
+
 ROOT = Path(__file__).resolve().parents[2]
 LOADGEN = ROOT / "loadgen"
 LOCUST = str(Path(sys.executable).parent / "locust")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def locust_cmd(*args: str) -> list[str]:

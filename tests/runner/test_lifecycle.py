@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import yaml
@@ -28,8 +27,10 @@ from xferbench import report, runner, stack
 from xferbench.experiment import SERVER_SPECS
 from xferbench.matrix import Run, schedule
 from xferbench.process import Server, live_pids, parse_ready_line
+from xferbench.row import RunRow
 from xferbench.scrape import scrape
-from xferbench.sources import FileSDRegistry, PromQLSource
+from xferbench.sources import PromQLSource
+from xferbench.targets import FileSDRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 GEN_CPU = (os.cpu_count() or 1) - 1  # the generator's CPU; the server gets CPU 0
@@ -46,8 +47,8 @@ transport = "frame"
 """
 
 
-def _row_pids(rows: list[dict[str, Any]]) -> list[int]:
-    return [pid for r in rows for pid in (r.get("pids") or {}).values()]
+def _row_pids(rows: list[RunRow]) -> list[int]:
+    return [pid for r in rows for pid in (r.pids or {}).values()]
 
 
 def _gone(pids: list[int]) -> list[int]:
@@ -149,39 +150,39 @@ store = "disk:{tmp_path}/store-ok"
     finally:
         busy.close()
     s = report.write_all(run_dir)
-    by = {r["cell"]: r for r in res.rows}
+    by = {r.cell: r for r in res.rows}
     assert sorted(by) == sorted(["dies/frame", "badflag/frame", "portbusy/frame", "ok/frame"])
 
     dead = by["dies/frame"]
     assert watch.killed, f"the server was never seen serving: {dead}"
     assert watch.server_requests_at_kill and watch.server_requests_at_kill > 0
-    assert dead["status"] == "failed", dead
-    assert "xferd-c exited with status -9 during the run" in dead["error"]
-    assert dead["pids"]["server"] == watch.killed["dies/frame"]
-    assert any(line.startswith("xferd-c ready ") for line in dead["stderr_tail"]), dead["stderr_tail"]
-    assert (run_dir / dead["timeseries"]).stat().st_size > 0  # what was measured before the death is kept
+    assert dead.status == "failed", dead
+    assert dead.error and "xferd-c exited with status -9 during the run" in dead.error
+    assert dead.pids and dead.pids["server"] == watch.killed["dies/frame"]
+    assert any(line.startswith("xferd-c ready ") for line in dead.stderr_tail or []), dead.stderr_tail
+    assert dead.timeseries and (run_dir / dead.timeseries).stat().st_size > 0  # what was measured before the death is kept
 
     badflag = by["badflag/frame"]
-    assert badflag["status"] == "failed" and badflag["ready"] is None
-    assert "xferd-c exited with status 2 before it was ready" in badflag["error"], badflag
-    assert any("xferd-c: error: --alloc nope" in line for line in badflag["stderr_tail"]), badflag["stderr_tail"]
+    assert badflag.status == "failed" and badflag.ready is None
+    assert badflag.error and "xferd-c exited with status 2 before it was ready" in badflag.error, badflag
+    assert any("xferd-c: error: --alloc nope" in line for line in badflag.stderr_tail or []), badflag.stderr_tail
 
     portbusy = by["portbusy/frame"]
-    assert portbusy["status"] == "failed" and portbusy["ready"] is None
-    assert "xferd-go exited with status 1 before it was ready" in portbusy["error"], portbusy
-    assert any(busy_addr in line and "address already in use" in line for line in portbusy["stderr_tail"]), portbusy[
-        "stderr_tail"
-    ]
+    assert portbusy.status == "failed" and portbusy.ready is None
+    assert portbusy.error and "xferd-go exited with status 1 before it was ready" in portbusy.error, portbusy
+    assert any(busy_addr in line and "address already in use" in line for line in portbusy.stderr_tail or []), (
+        portbusy.stderr_tail
+    )
 
     ok = by["ok/frame"]
-    assert ok["status"] == "ok", (ok["error"], ok["stderr_tail"])
-    assert ok["client_qps"] > 0 and ok["server_qps"] > 0 and ok["rss_peak_bytes"] > 0
-    assert not [w for w in ok["warnings"] if "exited with status" in w], ok["warnings"]
+    assert ok.status == "ok", (ok.error, ok.stderr_tail)
+    assert (ok.client_qps or 0) > 0 and (ok.server_qps or 0) > 0 and (ok.rss_peak_bytes or 0) > 0
+    assert not [w for w in ok.warnings if "exited with status" in w], ok.warnings
 
     # Pinning and process groups, as seen while each cell's load was on.
     for cell in ("dies/frame", "ok/frame"):
         seen = watch.seen[cell]
-        pids = by[cell]["pids"]
+        pids = by[cell].pids or {}
         assert seen[pids["server"]][:3] == ({0}, pids["server"], pids["server"]), seen
         assert seen[pids["locust"]][:3] == ({GEN_CPU}, pids["locust"], pids["locust"]), seen
 
@@ -236,7 +237,7 @@ store = "disk:{tmp_path}/store"
     proms: list[stack.Prometheus] = []
     left_after_first: list[str] = []
 
-    def on_row(row: dict[str, Any]) -> None:
+    def on_row(row: RunRow) -> None:
         if proms:
             return
         left_after_first.extend(sorted(p.name for p in targets.iterdir()))
@@ -250,14 +251,14 @@ store = "disk:{tmp_path}/store"
         for p in proms:
             p.stop()
     first, second = res.rows
-    assert first["status"] == "failed", first
-    assert first["error"].startswith(f"PromQLError: Prometheus at http://{listen}: "), first["error"]
-    assert "Connection refused" in first["error"], first["error"]
-    assert first["ready"] is not None and "locust" not in first["pids"]  # the server was up; no load started
+    assert first.status == "failed", first
+    assert first.error and first.error.startswith(f"PromQLError: Prometheus at http://{listen}: "), first.error
+    assert "Connection refused" in first.error, first.error
+    assert first.ready is not None and first.pids and "locust" not in first.pids  # the server was up; no load started
     assert left_after_first == [], "the failed run left its scrape target registered"
-    assert second["status"] == "ok", (second["error"], second["stderr_tail"])
-    assert second["source"] == "promql" and second["server_qps"] > 0
-    assert second["scrape_check"]["server_qps"] > 0  # the built-in scraper ran alongside
+    assert second.status == "ok", (second.error, second.stderr_tail)
+    assert second.source == "promql" and (second.server_qps or 0) > 0
+    assert second.scrape_check and second.scrape_check["server_qps"] > 0  # the built-in scraper ran alongside
     assert list(targets.iterdir()) == []
     assert not _gone(_row_pids(res.rows)), "processes left behind"
     assert not processes_mentioning(str(tmp_path)), "orphans left behind"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from xferbench import capacity
+from xferbench.row import RunRow
 from xferbench.runner import UntilCI, _more_rounds, ci_half_width
 from xferbench.stats import compare
 
@@ -63,10 +64,9 @@ def test_an_open_loop_that_falls_behind_fails_its_step() -> None:
     assert not step.ok and "achieved 800 of 1000" in step.why
 
 
-def _rows(values: dict[str, list[float]]) -> list[dict]:
+def _rows(values: dict[str, list[float]]) -> list[RunRow]:
     return [
-        {"cell": cell, "server": "xferd-c", "transport": "frame", "status": "ok", "repeat": r + 1,
-         "pair": f"r{r + 1}", "server_cpu_per_request_s": v}
+        RunRow(cell, "xferd-c", "frame", repeat=r + 1, pair=f"r{r + 1}", server_cpu_per_request_s=v)
         for cell, vs in values.items()
         for r, v in enumerate(vs)
     ]

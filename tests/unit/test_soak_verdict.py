@@ -12,15 +12,25 @@ from xferbench import experiment as xe
 from xferbench import soak
 from xferbench.report import soak as report_soak
 from xferbench.report import summary, tables
+from xferbench.row import RunRow
 
 GOAL = xe.Soak(growth_max=0.05, held_slack=2)
-GO_ROW: dict[str, Any] = {
+GO: dict[str, Any] = {
     "soak_from_s": 120.0, "soak_window_s": 480.0, "soak_rss_growth": 0.012, "soak_heap_growth": -0.004,
     "soak_fds_start": 10, "soak_fds_end": 11, "soak_threads_start": 6, "soak_threads_end": 9,
     "soak_goroutines_start": 11, "soak_goroutines_end": 11,
 }
-C_ROW: dict[str, Any] = {**GO_ROW, "soak_goroutines_start": None, "soak_goroutines_end": None,
-                         "soak_threads_start": 7, "soak_threads_end": 7, "soak_heap_growth": None}
+C: dict[str, Any] = {**GO, "soak_goroutines_start": None, "soak_goroutines_end": None,
+                     "soak_threads_start": 7, "soak_threads_end": 7, "soak_heap_growth": None}
+
+
+def row(cell: str, server: str, **fields: Any) -> RunRow:
+    """A runs.jsonl row of a soak run, read back as the reports read it."""
+    return RunRow.from_json({"cell": cell, "server": server, "transport": "frame", **fields})
+
+
+GO_ROW = row("a", "xferd-go", **GO)
+C_ROW = row("b", "xferd-c", **C)
 
 
 def test_within_the_goal_is_ok_and_go_threads_do_not_count() -> None:
@@ -39,17 +49,17 @@ def test_within_the_goal_is_ok_and_go_threads_do_not_count() -> None:
     ],
 )
 def test_over_the_goal_is_a_leak_with_its_reason(change: dict[str, Any], needle: str) -> None:
-    verdict, flags = soak.verdict({**GO_ROW, **change}, GOAL)
+    verdict, flags = soak.verdict(row("a", "xferd-go", **{**GO, **change}), GOAL)
     assert verdict == soak.LEAK and any(needle in f for f in flags), flags
 
 
 def test_c_threads_that_stay_are_a_leak() -> None:
-    verdict, flags = soak.verdict({**C_ROW, "soak_threads_end": 10}, GOAL)
+    verdict, flags = soak.verdict(row("b", "xferd-c", **{**C, "soak_threads_end": 10}), GOAL)
     assert verdict == soak.LEAK and flags == ["threads 7->10 after the load (allowed +2)"]
 
 
 def test_no_growth_figure_is_not_ok() -> None:
-    assert soak.verdict({**C_ROW, "soak_rss_growth": None}, GOAL)[0] == soak.NA
+    assert soak.verdict(row("b", "xferd-c", **{**C, "soak_rss_growth": None}), GOAL)[0] == soak.NA
 
 
 def test_held_within_slack() -> None:
@@ -70,11 +80,9 @@ def test_a_soak_report_ranks_nothing_and_lists_each_run() -> None:
     meta = {"experiment": "s", "cells": ["a", "b"], "baseline": "a", "soak": {"growth_max": 0.05, "held_slack": 2},
             "warmup_s": 120, "cell_configs": {n: {"load": {"mode": "open"}} for n in "ab"}}
     rows = [
-        {"cell": "b", "repeat": 1, "server": "xferd-c", "transport": "frame", "status": "ok",
-         "server_cpu_per_request_s": 1e-3, **C_ROW, "soak_verdict": soak.OK, "soak_flags": []},
-        {"cell": "a", "repeat": 1, "server": "xferd-go", "transport": "frame", "status": "ok",
-         "server_cpu_per_request_s": 2e-3, **GO_ROW, "soak_rss_growth": 0.3, "soak_verdict": soak.LEAK,
-         "soak_flags": ["RSS grew +30.0% (goal <= 5%)"]},
+        row("b", "xferd-c", server_cpu_per_request_s=1e-3, **C, soak_verdict=soak.OK, soak_flags=[]),
+        row("a", "xferd-go", server_cpu_per_request_s=2e-3, **{**GO, "soak_rss_growth": 0.3},
+            soak_verdict=soak.LEAK, soak_flags=["RSS grew +30.0% (goal <= 5%)"]),
     ]
     s = summary.summarize(meta, rows)
     assert s.verdicts == [] and [c.name for c in s.ranked()] == ["a", "b"]  # the experiment's order, not cost

@@ -16,6 +16,7 @@ from scipy import stats as sps
 from xferbench import experiment as xe
 from xferbench import stats
 from xferbench.report import summary
+from xferbench.row import RunRow
 
 T975_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # Student t quantile, df = 2, in closed form: 4.3027
 
@@ -341,22 +342,16 @@ META: dict[str, Any] = {
 }
 
 
-def _rows(model: dict[str, Any], logs: dict[str, np.ndarray], factor: float = 1.0) -> list[dict[str, Any]]:
+def _rows(model: dict[str, Any], logs: dict[str, np.ndarray], factor: float = 1.0) -> list[RunRow]:
     """runs.jsonl rows of one simulated run: cells A and B interleaved by round; B's PRIMARY scaled by factor."""
     rows = []
     for r in range(DEFAULT_REPEATS):
         for cell in ("A", "B"):
-            row: dict[str, Any] = {
-                "cell": cell,
-                "server": "xferd-go",
-                "transport": "grpc",
-                "axes": {},
-                "status": "ok",
-                "repeat": r + 1,
-            }
-            for k, m in enumerate(model["metrics"]):
-                v = math.exp(logs[cell][r, k])
-                row[m] = v * factor if (cell == "B" and m == PRIMARY) else v
+            row = RunRow(cell, "xferd-go", "grpc", repeat=r + 1)
+            values = {m: math.exp(logs[cell][r, k]) for k, m in enumerate(model["metrics"])}
+            if cell == "B":
+                values[PRIMARY] *= factor
+            row.set_figures(values)
             rows.append(row)
     return rows
 

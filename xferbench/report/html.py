@@ -194,8 +194,8 @@ def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
         r, col = i // ncols + 1, i % ncols + 1
         est = [c.est[m] for c in s.cells]
         center = [e.center for e in est]
-        plus = [(e.hi - e.center) if e.has_ci and e.center is not None else None for e in est]
-        minus = [(e.center - e.lo) if e.has_ci and e.center is not None else None for e in est]
+        plus = [e.hi - e.center if e.center is not None and e.hi is not None else None for e in est]
+        minus = [e.center - e.lo if e.center is not None and e.lo is not None else None for e in est]
         # stats.estimate falls back to the arithmetic mean when a value is <= 0 (a count of zero pauses).
         kind = ["geometric mean" if all(v > 0 for v in c.values.get(m, [])) else "mean" for c in s.cells]
         fig.add_trace(
@@ -247,22 +247,22 @@ def _num(x: str | None) -> float | None:
     if x in (None, ""):
         return None
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x)
     except ValueError:
         return None
     return v if math.isfinite(v) else None
 
 
 def series_by_second(
-    s: Summary, run_dir: Path, key: str = "timeseries"
+    s: Summary, run_dir: Path, soak_series: bool = False
 ) -> dict[str, dict[str, dict[int, list[float]]]]:
     """column → cell → second → one value per successful repeat (a repeat's samples within one second,
     t rounded to the nearest second, are averaged first)."""
     out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for r in s.rows:
-        if r.get("status") != "ok":
+        if not r.ok:
             continue
-        data = _read_series(run_dir, r.get(key))
+        data = _read_series(run_dir, r.soak_series if soak_series else r.timeseries)
         per: dict[str, dict[int, list[float]]] = {}
         for d in data:
             t = _num(d.get("t"))
@@ -274,7 +274,7 @@ def series_by_second(
                 if col != "t" and col is not None and v is not None:
                     per.setdefault(col, {}).setdefault(sec, []).append(v)
         for col, secs in per.items():
-            cell = out.setdefault(col, {}).setdefault(r["cell"], {})
+            cell = out.setdefault(col, {}).setdefault(r.cell, {})
             for sec, vs in secs.items():
                 cell.setdefault(sec, []).append(sum(vs) / len(vs))
     return out
@@ -291,7 +291,7 @@ def _series_panels(
 
 def _series(s: Summary, run_dir: Path, colors: dict[str, str], soak_series: bool = False) -> go.Figure | None:
     """The time series; `soak_series`: a soak's own (RSS, live heap, descriptors, goroutines, threads)."""
-    data = series_by_second(s, run_dir, "soak_series" if soak_series else "timeseries")
+    data = series_by_second(s, run_dir, soak_series)
     panels = _series_panels(data, SOAK_SERIES, ()) if soak_series else _series_panels(data)
     if not panels:
         return None

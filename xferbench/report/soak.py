@@ -4,9 +4,9 @@ goroutines c→d: ok | LEAK? (why)", and the header that says a soak ranks nothi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from xferbench.report.summary import Summary
+from xferbench.row import RunRow
 from xferbench.soak import LEAK
 
 NO_RANKING = (
@@ -39,30 +39,32 @@ def goal_text(s: Summary) -> str:
 
 def lines(s: Summary) -> list[Line]:
     """One line per run that has soak figures, in the experiment's cell order."""
-    repeats = {r["cell"] for r in s.rows if r.get("repeat", 1) > 1}
+    repeats = {r.cell for r in s.rows if r.repeat > 1}
     order = {c.name: i for i, c in enumerate(s.cells)}
-    rows = sorted((r for r in s.rows if r.get("soak_verdict")), key=lambda r: (order.get(r["cell"], 0), r.get("repeat", 0)))
+    rows = sorted((r for r in s.rows if r.soak_verdict), key=lambda r: (order.get(r.cell, 0), r.repeat))
     return [
         Line(
-            r["cell"] + (f" r{r['repeat']}" if r["cell"] in repeats else ""),
+            r.cell + (f" r{r.repeat}" if r.cell in repeats else ""),
             text(r),
-            r["soak_verdict"],
-            "; ".join(r.get("soak_flags") or []),
+            r.soak_verdict or "",
+            "; ".join(r.soak_flags or []),
         )
         for r in rows
     ]
 
 
-def text(r: dict[str, Any]) -> str:
+def text(r: RunRow) -> str:
     """"RSS +1.2% (120 s → 600 s), live heap -0.4%, fds 10→10, goroutines 11→11"."""
-    start = r.get("soak_from_s")
-    end = start + r["soak_window_s"] if start is not None and r.get("soak_window_s") is not None else None
+    start = r.soak_from_s
+    end = start + r.soak_window_s if start is not None and r.soak_window_s is not None else None
     span = f" ({start:.0f} s → {end:.0f} s)" if end is not None else ""
-    go = r.get("soak_goroutines_start") is not None
-    kind = "goroutines" if go else "threads"
+    if r.soak_goroutines_start is not None:
+        held = f"goroutines {arrow(r.soak_goroutines_start, r.soak_goroutines_end)}"
+    else:
+        held = f"threads {arrow(r.soak_threads_start, r.soak_threads_end)}"
     return (
-        f"RSS {pct(r.get('soak_rss_growth'))}{span}, live heap {pct(r.get('soak_heap_growth'))}, "
-        f"fds {arrow(r, 'fds')}, {kind} {arrow(r, kind)}"
+        f"RSS {pct(r.soak_rss_growth)}{span}, live heap {pct(r.soak_heap_growth)}, "
+        f"fds {arrow(r.soak_fds_start, r.soak_fds_end)}, {held}"
     )
 
 
@@ -70,8 +72,7 @@ def pct(g: float | None) -> str:
     return "n/a" if g is None else f"{g * 100:+.1f}%"
 
 
-def arrow(r: dict[str, Any], kind: str) -> str:
-    a, b = r.get(f"soak_{kind}_start"), r.get(f"soak_{kind}_end")
+def arrow(a: int | None, b: int | None) -> str:
     return f"{'?' if a is None else a}→{'?' if b is None else b}"
 
 

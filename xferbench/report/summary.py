@@ -10,6 +10,7 @@ from typing import Any
 
 from xferbench import capacity, stats
 from xferbench.figures import GEN_SATURATED_CORES
+from xferbench.row import RunRow
 
 # Figures that move in steps: the smallest change they can show is a floor of their own.
 RESOLUTION = {"capacity_rps": capacity.PRECISION}
@@ -41,7 +42,7 @@ class Verdict:
 @dataclass
 class Summary:
     meta: dict[str, Any]
-    rows: list[dict[str, Any]]
+    rows: list[RunRow]
     cells: list[CellSummary]
     baseline: str
     rank_metric: str = "client_qps"
@@ -88,43 +89,52 @@ class Summary:
         return "on this machine, this run can tell apart differences of " + ", ".join(parts)
 
 
-def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+class RunDirError(ValueError):
+    """A run directory whose runs.jsonl cannot be read; the message names the file and line."""
+
+
+def read_run(run_dir: Path) -> tuple[dict[str, Any], list[RunRow]]:
     meta_path = run_dir / "experiment.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    path = run_dir / "runs.jsonl"
     rows = []
-    with open(run_dir / "runs.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rows.append(json.loads(line))
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(RunRow.from_json(json.loads(line)))
+            except ValueError as e:  # json.JSONDecodeError is a ValueError too
+                raise RunDirError(f"{path}:{n}: {e}") from None
     return meta, rows
 
 
-def _cells(meta: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, CellSummary]:
+def _cells(meta: dict[str, Any], rows: list[RunRow]) -> dict[str, CellSummary]:
     order: list[str] = list(meta.get("cells") or [])
     for r in rows:
-        if r["cell"] not in order:
-            order.append(r["cell"])
+        if r.cell not in order:
+            order.append(r.cell)
     cells: dict[str, CellSummary] = {}
     for name in order:
-        first = next((r for r in rows if r["cell"] == name), None)
+        first = next((r for r in rows if r.cell == name), None)
         if first is None:
             cfg = (meta.get("cell_configs") or {}).get(name, {})
             cells[name] = CellSummary(name, cfg.get("server", "?"), cfg.get("transport", "?"), {})
         else:
-            cells[name] = CellSummary(name, first["server"], first["transport"], first.get("axes") or {})
+            cells[name] = CellSummary(name, first.server, first.transport, first.axes)
     for r in rows:
-        c = cells[r["cell"]]
-        if r.get("status") == "ok":
+        c = cells[r.cell]
+        if r.ok:
             c.n_ok += 1
             for m, *_ in stats.METRICS:
-                v = r.get(m)
+                v = r.figure(m)
                 if v is not None:
-                    c.values.setdefault(m, []).append(float(v))
-                    c.by_pair.setdefault(m, {})[_pair_key(r)] = float(v)
-        elif r.get("status") == "failed":
+                    c.values.setdefault(m, []).append(v)
+                    c.by_pair.setdefault(m, {})[r.pair_key] = v
+        elif r.status == "failed":
             c.n_failed += 1
-            c.errors.append(f"r{r['repeat']}: {r.get('error')}")
-        for w in r.get("warnings") or []:
+            c.errors.append(f"r{r.repeat}: {r.error}")
+        for w in r.warnings:
             if w not in c.warnings:
                 c.warnings.append(w)
     for c in cells.values():
@@ -133,7 +143,7 @@ def _cells(meta: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, CellSu
     return cells
 
 
-def rank_metric(meta: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, str]:
+def rank_metric(meta: dict[str, Any], rows: list[RunRow]) -> tuple[str, str]:
     """The metric that ranks the cells, and why: client QPS only measures the server in a closed loop whose
     generator kept up; under a fixed offered load every cell serves the same rate, so the server's cost
     per request is what differs."""
@@ -148,16 +158,16 @@ def rank_metric(meta: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, 
                 "protocol counts every chunk, so the cost per GiB moved ranks"
             )
         return "server_cpu_per_request_s", "fixed offered load: every cell served the same rate, so its cost differs"
-    saturated = [r for r in rows if (r.get("gen_cpu_cores") or 0) > GEN_SATURATED_CORES]
+    saturated = [r for r in rows if (r.gen_cpu_cores or 0) > GEN_SATURATED_CORES]
     if saturated:
         return "server_cpu_per_request_s", (
-            f"closed loop with the load generator saturated in {len(saturated)} runs: client QPS would "
-            "measure Locust, so the server's cost per request ranks"
+            f"closed loop with the load generator saturated in {len(saturated)} run{'s' * (len(saturated) != 1)}: "
+            "client QPS would measure Locust, so the server's cost per request ranks"
         )
     return "client_qps", "closed loop, load generator below saturation"
 
 
-def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
+def summarize(meta: dict[str, Any], rows: list[RunRow]) -> Summary:
     cells = _cells(meta, rows)
     order = list(cells)
     baseline = meta.get("baseline") or (order[0] if order else "")
@@ -174,11 +184,6 @@ def summarize(meta: dict[str, Any], rows: list[dict[str, Any]]) -> Summary:
             c.vs_base[m] = paired(base, c, m, higher)
     _decide(s, base)
     return s
-
-
-def _pair_key(row: dict[str, Any]) -> str:
-    """Which baseline run a row pairs with: the same round ("r3"), or in a duet the same duet."""
-    return row.get("pair") or f"r{row.get('repeat', 0)}"
 
 
 def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool) -> stats.Comparison:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from xferbench import stats
 from xferbench.report import fmt, soak
@@ -46,7 +47,15 @@ def title(metric: str) -> str:
     return stats.METRIC_INFO[metric][1]
 
 
-def pinning_text(meta: dict) -> str:
+def column_title(metric: str, name: str | None = None) -> str:
+    """A column of a metric's values: its name (or a shorter one), with the unit where the values print
+    none ("generator CPU (cores)")."""
+    unit = stats.METRIC_INFO[metric][2]
+    name = name or title(metric)
+    return f"{name} ({unit})" if unit in fmt.BARE_UNITS else name
+
+
+def pinning_text(meta: dict[str, Any]) -> str:
     pin = meta.get("pinning") or {}
     return str(pin.get("text") or "not pinned")
 
@@ -166,12 +175,12 @@ def short_columns(s: Summary) -> list[str]:
 
 def capacity_text(s: Summary, c: CellSummary) -> str:
     """How the capacity searches of one cell ended ("found x3", "generator-bound x1, found x2")."""
-    n = Counter(r.get("capacity_status") for r in s.rows if r["cell"] == c.name and r.get("capacity_status"))
+    n = Counter(r.capacity_status for r in s.rows if r.cell == c.name and r.capacity_status)
     return ", ".join(f"{k} x{v}" for k, v in n.items()) or "-"
 
 
 def has_capacity(s: Summary) -> bool:
-    return any(r.get("capacity_status") for r in s.rows)
+    return any(r.capacity_status for r in s.rows)
 
 
 def write_csv(s: Summary, path: Path) -> None:
@@ -258,7 +267,7 @@ def markdown(s: Summary) -> str:
         "",
     ]
     cap = has_capacity(s)
-    titles = [title(m) for m in cols]
+    titles = [column_title(m) for m in cols]
     head = ["#", "configuration", "runs", titles[0], "vs baseline", *titles[1:]] + (["capacity search"] if cap else [])
     out.append("| " + " | ".join(head) + " |")
     out.append("|---|---|---|" + "---:|" * (len(cols) + 1) + ("---|" if cap else ""))

@@ -1,0 +1,64 @@
+"""`xferbench run --repeat N` overrides the experiment's repeats: N rounds of every cell, run and recorded
+(runs.jsonl, experiment.json, the reports); a value that is not a whole number of at least 1 is refused
+before anything starts, naming the option."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.runner.conftest import experiment_file
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPERIMENT = """
+[experiment]
+name = "repeat"
+repeats = 1
+duet = false
+[load]
+transport = "frame"
+mix = "echo:1"
+[[servers]]
+server = "xferd-c"
+[servers.flags]
+alloc = ["glibc", "pool"]
+"""
+
+
+def run(path: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "xferbench", "run", str(path), "--quick", "--out", str(out), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_repeat_runs_every_cell_n_times(tmp_path: Path) -> None:
+    path = tmp_path / "exp.toml"
+    exp = experiment_file(path, EXPERIMENT)
+    assert exp.repeats == 1 and len(exp.cells) == 2
+    proc = run(path, tmp_path / "run", "--repeat", "3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
+    assert sorted((r["cell"], r["repeat"]) for r in rows) == sorted((c.name, k) for c in exp.cells for k in (1, 2, 3))
+    assert [r["repeat"] for r in rows] == [1, 1, 2, 2, 3, 3]  # rounds, interleaved
+    assert all(r["status"] == "ok" and r["client_qps"] > 0 for r in rows), [(r["status"], r["error"]) for r in rows]
+    meta = json.loads((tmp_path / "run" / "experiment.json").read_text())
+    assert (meta["repeats"], meta["rounds"]) == (3, 3)
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert "3 repeats interleaved" in md
+    for c in exp.cells:  # every cell's ranking row counts 3 runs
+        assert any(f"| `{c.name}` | 3 |" in line for line in md.splitlines()), md
+
+
+@pytest.mark.parametrize(("value", "needle"), [("0", "want 1 or more"), ("-2", "want 1 or more"),
+                                               ("two", "want a whole number such as 3")])
+def test_a_bad_repeat_is_refused_before_anything_starts(tmp_path: Path, value: str, needle: str) -> None:
+    path = tmp_path / "exp.toml"
+    experiment_file(path, EXPERIMENT)
+    proc = run(path, tmp_path / "run", f"--repeat={value}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"argument --repeat: '{value}': {needle}" in proc.stderr
+    assert not (tmp_path / "run").exists()
