@@ -60,6 +60,12 @@ def total(samples: list[Sample], name: str, **labels: str) -> float:
     return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == w for k, w in labels.items()))
 
 
+def failed(samples: list[Sample], name: str = "xfer_client_requests_total", **labels: str) -> float:
+    """Sum of the samples called `name` whose labels include `labels` and whose outcome `code` is not ok."""
+    return sum(v for n, lab, v in samples
+               if n == name and lab.get("code") != "ok" and all(lab.get(k) == w for k, w in labels.items()))
+
+
 def has(samples: list[Sample], name_prefix: str) -> bool:
     return any(n.startswith(name_prefix) for n, _l, _v in samples)
 

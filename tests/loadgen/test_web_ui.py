@@ -12,8 +12,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-import _xfer_options as xo
-
+import loadgen
 from tests.loadgen.support import ROOT, fetch, free_port, locust_cmd
 from tests.support.servers import running_server
 
@@ -52,16 +51,16 @@ def test_web_ui_offers_options_and_runs_a_swarm() -> None:
         ui = f"http://127.0.0.1:{port}"
         proc = subprocess.Popen(
             locust_cmd("--host", server.target("grpc"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                       "--xfer-metrics-port", "0", "--xfer-echo-size", "512B"),
+                       "--xfer-metrics-port", "0", "--xfer-echo-size", "512"),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         try:
             html = _poll("web UI answering", lambda: fetch(ui + "/"))
             args = _template_args(html)
             options = args["extra_options"]
             # every --xfer-* option can be set on the page, with its help and the command line's value
-            assert {dest for _o, dest, *_ in xo.OPTIONS} <= options.keys(), sorted(options)
+            assert {o.dest for o in loadgen.OPTIONS} <= options.keys(), sorted(options)
             assert all(options[k]["help_text"] for k in ("xfer_sizes", "xfer_profile", "xfer_mix", "xfer_rate"))
-            assert options["xfer_echo_size"]["default_value"] == "512B"
+            assert options["xfer_echo_size"]["default_value"] == "512"
             assert args["shape_use_common_options"]  # XferShape keeps the user count and rate fields
 
             # What the page posts. Echo-only mix and a new echo size: both must take effect (the mix used
@@ -79,7 +78,7 @@ def test_web_ui_offers_options_and_runs_a_swarm() -> None:
             rows = {r["name"]: r for r in report["stats"]}
             assert set(rows) == {"Echo", "Aggregated"}, sorted(rows)  # no Upload/Download users
             assert rows["Echo"]["num_failures"] == 0 and not report["errors"], report["errors"]
-            assert rows["Echo"]["avg_content_length"] == 1024  # the posted echo size, not the CLI's 512B
+            assert rows["Echo"]["avg_content_length"] == 1024  # the posted echo size, not the CLI's 512
             assert report["user_count"] == 2
 
             assert _post(ui + "/stop", {})["success"]
