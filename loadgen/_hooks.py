@@ -12,6 +12,7 @@ from typing import Any
 from flask import Response, jsonify, request
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 from loadgen import _cluster, _exporter, _profiles
 from loadgen._checks import EXIT_CHECK_FAILED, RunFigures, verdict
@@ -116,7 +117,7 @@ def _info(xfer: XferProcess) -> list[Any]:
         runner = xfer.environment.runner
         gauges.append(_exporter.gauge("xfer_client_cluster_users", "Users running on all workers (master only).",
                                       runner.user_count if runner else 0))
-        info = _exporter.GaugeMetricFamily("xfer_client_worker_info", "A worker and the URL of its /metrics "
+        info = GaugeMetricFamily("xfer_client_worker_info", "A worker and the URL of its /metrics "
                                            "(master only).", labels=("worker", "url"))
         for worker, url in sorted(xfer.workers.urls.items()):
             info.add_metric([worker, url], 1)

@@ -144,10 +144,12 @@ class Snapshot:
     def add(self, other: Snapshot) -> Snapshot:
         for k, s in other.series.items():
             self.series.setdefault(k, Series()).add(s)
-        for d_self, d_other in ((self.errors, other.errors), (self.bytes, other.bytes),
-                                (self.verified, other.verified)):
-            for k, n in d_other.items():
-                d_self[k] = d_self.get(k, 0) + n  # type: ignore[index]
+        for ek, n in other.errors.items():
+            self.errors[ek] = self.errors.get(ek, 0) + n
+        for direction, n in other.bytes.items():
+            self.bytes[direction] = self.bytes.get(direction, 0) + n
+        for vk, n in other.verified.items():
+            self.verified[vk] = self.verified.get(vk, 0) + n
         self.cpu_seconds += other.cpu_seconds
         return self
 

@@ -14,6 +14,7 @@ class XferShape(LoadTestShape):
     use_common_options = True
 
     def tick(self) -> tuple[int, float] | None:
+        assert self.runner is not None  # Locust sets it before the first tick
         opts = self.runner.environment.parsed_options
         users = int(getattr(opts, "num_users", None) or 1)
         rate = float(getattr(opts, "spawn_rate", None) or 1)
