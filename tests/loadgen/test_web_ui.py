@@ -168,7 +168,7 @@ def test_web_ui_runs_are_summarised_one_by_one() -> None:
     assert web.proc.returncode == 0, out[-3000:]
     for run, locust_count in enumerate(counts, start=1):
         printed = summary_counts(out, run)
-        assert abs(printed["Echo"] - locust_count) <= 2, (run, printed, locust_count)  # a call may land at the stop
+        assert abs(printed["Echo"] - locust_count) <= 4, (run, printed, locust_count)  # a call or two per user at the stop
         wall = summary_wall(out, run)
         assert wall < lifetime / 2 + 1, (run, wall, lifetime)  # this run's time, not the process's
         m = re.search(rf"xfer summary of run {run} .*\n.*\n\S+\s+Echo\s+(\d+)\s+\d+\s+([\d.]+)", out)
