@@ -1,5 +1,5 @@
-"""Locust's event hooks for loadgen: options, start-up checks, runs, the master/worker merge, the summary,
---xfer-check and the metrics endpoint. `install(events)` wires them; the locustfile calls it once."""
+"""Locust's event hooks for loadgen: options, start-up checks, runs, the master/worker messages, the
+summary and --xfer-check's exit code. `install(events)` wires them; the locustfile calls it once."""
 
 from __future__ import annotations
 
@@ -9,21 +9,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flask import Response, jsonify, request
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import generate_latest
-from prometheus_client.core import GaugeMetricFamily
 
-from loadgen import _cluster, _exporter, _profiles
+from loadgen import _cluster, _endpoint, _profiles
 from loadgen._checks import EXIT_CHECK_FAILED, RunFigures, verdict
-from loadgen._options import BY_KEY, config_from, register
+from loadgen._options import config_from, register
 from loadgen._process import XferProcess, begin, current
 from loadgen._summary import RunSummary, render
 from loadgen._users import check_host
+from loadgen._webui import refuse_bad_swarm
 
 log = logging.getLogger("xfer")
 EXIT_BAD_OPTION = 2
-WORKER_PORT_SPAN = 100  # workers try PORT+1 .. PORT+100
 MIX_CLASSES = {"upload": "UploadUser", "download": "DownloadUser", "echo": "EchoUser"}
 
 
@@ -51,13 +49,16 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_kw: Any) -> N
         _apply_mix(xfer)
     except ValueError as e:
         _fail_start(str(e))
-    _start_metrics_server(xfer)
+    try:
+        _endpoint.start(xfer)
+    except ValueError as e:
+        _fail_start(str(e))
     if role == "worker":
         runner.register_message("xfer_share", _on_share)
     if role == "master":
         runner.register_message("xfer_final", _on_final)
     if web_ui is not None:
-        web_ui.app.before_request(_refuse_bad_swarm)
+        web_ui.app.before_request(refuse_bad_swarm)
 
 
 def _apply_mix(xfer: XferProcess) -> None:
@@ -73,89 +74,10 @@ def _apply_mix(xfer: XferProcess) -> None:
     xfer.environment.user_classes[:] = kept
 
 
-def _refuse_bad_swarm() -> Response | None:
-    """The web UI's start form: a bad host or --xfer-* value is answered with the page's own error message
-    instead of a run that shows RUNNING with no user."""
-    if request.method != "POST" or not request.path.endswith("/swarm"):
-        return None
-    problems = []
-    host = request.form.get("host")
-    if host is not None or not current().environment.host:
-        try:
-            check_host(host)
-        except ValueError as e:
-            problems.append(str(e))
-    for dest, text in request.form.items():
-        opt = BY_KEY.get(dest.removeprefix("xfer_")) if dest.startswith("xfer_") else None
-        if opt is not None:
-            try:
-                opt.parse(text)
-            except ValueError as e:
-                problems.append(str(e))
-    if not problems:
-        return None
-    message = "; ".join(problems)
-    log.error("web UI: swarm refused: %s", message)
-    return jsonify({"success": False, "message": message, "host": current().environment.host})
-
-
 def _on_share(environment: Any, msg: Any, **_kw: Any) -> None:
     xfer = current()
     xfer.worker_count = max(1, int(msg.data.get("workers", 1)))
     xfer.clock.number = int(msg.data.get("run", xfer.clock.number))
-
-
-# ---- metrics endpoint --------------------------------------------------------------------------------------
-
-def _info(xfer: XferProcess) -> list[Any]:
-    gauges = [
-        _exporter.gauge("xfer_client_info", "This Locust process: role (local, master, worker) and pid.", 1,
-                        role=xfer.role, pid=str(os.getpid()), transport=xfer.transport, profile=xfer.config.profile),
-        _exporter.gauge("xfer_client_users", "Locust users running in this process.", xfer.users_here()),
-    ]
-    if xfer.role == "master":
-        runner = xfer.environment.runner
-        gauges.append(_exporter.gauge("xfer_client_cluster_users", "Users running on all workers (master only).",
-                                      runner.user_count if runner else 0))
-        info = GaugeMetricFamily("xfer_client_worker_info", "A worker and the URL of its /metrics "
-                                           "(master only).", labels=("worker", "url"))
-        for worker, url in sorted(xfer.workers.urls.items()):
-            info.add_metric([worker, url], 1)
-        gauges.append(info)
-    return gauges
-
-
-def _cluster_users(xfer: XferProcess) -> list[Any]:
-    runner = xfer.environment.runner
-    return [_exporter.gauge("xfer_client_users", "Locust users running in the cluster.",
-                            runner.user_count if runner else 0)]
-
-
-def _start_metrics_server(xfer: XferProcess) -> None:
-    own = _exporter.registry(_exporter.ClientCollector(lambda: xfer.recorder.total, lambda: _info(xfer)), True)
-    xfer.registry = own
-    port, host = xfer.config.metrics_port, xfer.config.metrics_host
-    if port is None:
-        return
-    if xfer.role == "worker":
-        ports = [0] if port == 0 else list(range(port + 1, min(65536, port + 1 + WORKER_PORT_SPAN)))
-    else:
-        ports = [port]
-    cluster_snap = xfer.workers.cluster_total if xfer.role == "master" else lambda: xfer.recorder.total
-    cluster = _exporter.registry(_exporter.ClientCollector(cluster_snap, lambda: _cluster_users(xfer)), False)
-    wsgi = _exporter.app(own, cluster, lambda: {"role": xfer.role, "self": xfer.metrics_url,
-                                                "workers": xfer.workers.urls})
-    try:
-        bound = _exporter.serve_first_free(host, ports, wsgi)
-    except OSError as e:
-        if xfer.role == "worker":
-            _fail_start(f"--xfer-metrics-port {port}: no free port for this worker in {ports[0]}..{ports[-1]} ({e})")
-        _fail_start(f"--xfer-metrics-port {port}: cannot bind {host}:{port} ({e}); "
-                    "pick another port, 0 for any free one, or off")
-        return
-    xfer.metrics_url = f"http://{host}:{bound}/metrics"
-    log.info("xfer client metrics (%s) at %s", xfer.role, xfer.metrics_url)
-    sys.stderr.write(f"xfer-metrics role={xfer.role} pid={os.getpid()} url={xfer.metrics_url}\n")
 
 
 # ---- runs ----------------------------------------------------------------------------------------------------
