@@ -12,11 +12,12 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from py_client import XferError, connect, parse_target
+from py_client.sizes import SIZE_HELP, parse_size
 
 
 class _Discard:
@@ -34,24 +35,15 @@ def _target(text: str) -> str:
     return text
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
+def _size(lo: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return parse_size(text, lo=lo)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must not be negative")
-    return value
+    parse.__name__ = "size"
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,19 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     common(up)
     up.add_argument("--name", required=True, help="name on the server")
     up.add_argument("--file", required=True, type=Path, help="local file to upload")
-    up.add_argument("--chunk", type=_positive, default=1 << 20, metavar="BYTES",
-                    help="chunk size in bytes (default 1048576)")
+    up.add_argument("--chunk", type=_size(1), default=1 << 20, metavar="SIZE",
+                    help=f"chunk size: {SIZE_HELP} (default 1MiB)")
 
     down = sub.add_parser("download", help="download a file (verified by CRC-32)")
     common(down)
     down.add_argument("--name", required=True, help="name on the server (gen:<size>:<seed> too)")
     down.add_argument("--out", type=Path, help="write here (only once verified); default: discard")
-    down.add_argument("--chunk", type=_positive, default=1 << 20, metavar="BYTES",
-                      help="chunk size in bytes (default 1048576)")
+    down.add_argument("--chunk", type=_size(1), default=1 << 20, metavar="SIZE",
+                      help=f"chunk size: {SIZE_HELP} (default 1MiB)")
 
-    echo = sub.add_parser("echo", help="echo a payload of SIZE bytes")
+    echo = sub.add_parser("echo", help="echo a payload of SIZE")
     common(echo)
-    echo.add_argument("--size", required=True, type=_non_negative, metavar="BYTES")
+    echo.add_argument("--size", required=True, type=_size(0), metavar="SIZE", help=f"payload size: {SIZE_HELP}")
 
     stat = sub.add_parser("stat", help="a file's size and CRC-32")
     common(stat)

@@ -119,7 +119,7 @@ def split_frame(frame: Buffer) -> tuple[memoryview, memoryview]:
 def decode_request(frame: Buffer) -> tuple[frame_pb2.RequestHeader, memoryview]:
     header, body = split_frame(frame)
     msg = frame_pb2.RequestHeader()
-    msg.ParseFromString(header)
+    msg.ParseFromString(header)  # type: ignore[arg-type]  # protobuf parses any buffer; its stubs say bytes
     return msg, body
 
 
@@ -127,7 +127,7 @@ def decode_response(frame: Buffer) -> tuple[frame_pb2.ResponseHeader, memoryview
     header, body = split_frame(frame)
     msg = frame_pb2.ResponseHeader()
     try:
-        msg.ParseFromString(header)
+        msg.ParseFromString(header)  # type: ignore[arg-type]  # any buffer, as above
     except DecodeError as e:
         raise ValueError(f"malformed response header: {e}") from e
     return msg, body

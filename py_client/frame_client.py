@@ -273,7 +273,7 @@ class FrameClient:
                     else:
                         result = rtype()
                         try:
-                            result.ParseFromString(raw)
+                            result.ParseFromString(raw)  # type: ignore[arg-type]  # protobuf parses any buffer
                         except DecodeError:
                             result = XferError("internal", f"malformed {rtype.__name__} body in the "
                                                            f"response to {method} from {self.address}")

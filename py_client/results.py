@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 
 
@@ -17,7 +18,7 @@ class TransferResult:
     bytes: int
     crc32: int
     seconds: float
-    data: bytes | None = None
+    data: builtins.bytes | None = None  # `bytes` above is the field
     chunk_seconds: list[float] = field(default_factory=list)
 
 

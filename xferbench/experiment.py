@@ -46,7 +46,7 @@ Schema (every key below is optional unless marked *required*)::
                                 # server's /metrics is still scraped directly (README "Network conditions")
     latency = "20ms"            # added to every round trip (server → client side), whole milliseconds
     jitter = "5ms"              # ± uniformly around latency; needs latency, at most latency
-    bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1KB/s
+    bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1000/s
     [soak]                      # a leak check instead of a ranking (xferbench/soak.py): per run, RSS and live-heap
     growth_max = 0.05           # growth over the measured window (after warmup_s) above this fraction, or
     held_slack = 2              # descriptors, threads or goroutines held after the load above their count
@@ -71,23 +71,22 @@ A cell is one point of a group's matrix; its name joins the label, the transport
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import itertools
 import math
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import loadgen
+from py_client.sizes import SIZE_HELP, parse_size
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = ROOT / "experiments"
 
-PROFILES = ("steady", "ramp", "step", "spike", "soak")
 DEFAULT_REPEATS = 6
 LOAD_MODES = ("open", "closed", "capacity")
 PIN_MODES = ("auto", "manual", "none")
@@ -95,17 +94,6 @@ TRANSPORTS = ("grpc", "frame")
 ON_OFF = ("on", "off")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
-_SIZE_MULT = {
-    None: 1,
-    "B": 1,
-    "KiB": 1 << 10,
-    "MiB": 1 << 20,
-    "GiB": 1 << 30,
-    "KB": 1000,
-    "MB": 1000**2,
-    "GB": 1000**3,
-}
 _SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*$")
 _SECONDS_MULT = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -114,23 +102,6 @@ _FLAG_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 
 class ExperimentError(ValueError):
     """An invalid experiment file; the message names the file, the field and what it accepts."""
-
-
-def parse_size(text: str | int) -> int:
-    """'64KiB' → 65536; also accepts plain integers. Raises ValueError."""
-    if isinstance(text, bool):
-        raise ValueError(text)
-    if isinstance(text, int):
-        if text <= 0:
-            raise ValueError(text)
-        return text
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        raise ValueError(text)
-    value = int(float(m.group(1)) * _SIZE_MULT[m.group(2)])
-    if value <= 0:
-        raise ValueError(text)
-    return value
 
 
 def slug(name: str) -> str:
@@ -185,16 +156,16 @@ def _bytes_or_off(v: Any) -> str:
     if v == "off":
         return "off"
     try:
-        return str(parse_size(v))
+        return str(parse_size(v, lo=1))
     except ValueError:
-        raise ValueError('a size in bytes (e.g. 268435456 or "256MiB") | "off"') from None
+        raise ValueError(f'a size, {SIZE_HELP} | "off"') from None
 
 
 def _bytes(v: Any) -> str:
     try:
-        return str(parse_size(v))
+        return str(parse_size(v, lo=1))
     except ValueError:
-        raise ValueError('a size in bytes (e.g. 65536 or "64KiB")') from None
+        raise ValueError(f"a size, {SIZE_HELP}") from None
 
 
 def _store(v: Any) -> str:
@@ -310,52 +281,34 @@ class Load:
 
 
 LOAD_KEYS = tuple(Load.__dataclass_fields__)
+# The [load] keys that are loadgen options (--xfer-<key>): checked by loadgen and passed to Locust as such.
+LOADGEN_KEYS = tuple(k for k in LOAD_KEYS if k in loadgen.OPTIONS_BY_KEY)
 
 
-_LOADGEN_PARSERS = {
-    "mix": "parse_mix",
-    "chunk": "parse_chunk",
-    "sizes": "parse_sizes",
-    "rate": "parse_rate",
-    "inflight": "parse_inflight",
-}
-
-
-@functools.cache
-def _loadgen_options() -> Any:
-    """loadgen's own option parsers (loadgen/_xfer_options.py, no Locust import), so an experiment is
-    refused for exactly the values Locust would refuse; None when loadgen is not there."""
-    path = ROOT / "loadgen" / "_xfer_options.py"
-    if not path.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("_xferbench_loadgen_options", path)
-    if spec is None or spec.loader is None:
-        return None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
+def _loadgen_value(key: str, v: Any, where: str) -> Any:
+    """A [load] value that is a loadgen option, checked by that option's own parser (so refused here exactly
+    when Locust would refuse it): its command-line text; inflight as a number; an "off" rate as None."""
+    opt = loadgen.option(key)
+    if not isinstance(v, str | int | float | bool):
+        raise ExperimentError(f"{where}.{key} = {v!r}: expected a string or a number, as {opt.flag} takes")
     try:
-        spec.loader.exec_module(mod)
-    except Exception:
-        sys.modules.pop(spec.name, None)  # a broken loadgen shows up when Locust starts; do not fail validation on it
-        return None
-    return mod
+        text = opt.text(v)
+    except ValueError as e:
+        raise ExperimentError(f"{where}.{key} = {v!r}: {e}") from None
+    if key == "inflight":
+        return int(text)
+    if key == "rate":
+        return text if opt.parse(text) is not None else None
+    return text
 
 
 def _check_load_value(key: str, v: Any, where: str) -> Any:
     def bad(allowed: str) -> ExperimentError:
         return ExperimentError(f"{where}.{key} = {v!r}: expected {allowed}")
 
-    opts = _loadgen_options()
-    fn = getattr(opts, _LOADGEN_PARSERS.get(key, ""), None) if opts is not None else None
-    if fn is not None and not isinstance(v, bool) and isinstance(v, str | int):
-        try:
-            fn(str(v))
-        except ValueError as e:
-            raise ExperimentError(f"{where}.{key} = {v!r}: {e}") from None
-        if key != "inflight":
-            return str(v)  # exactly what Locust will accept
-
-    if key == "users" or key == "inflight":
+    if key in LOADGEN_KEYS:
+        return _loadgen_value(key, v, where)
+    if key == "users":
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise bad("a positive integer")
         return v
@@ -363,10 +316,6 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
         if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
             raise bad("a positive number")
         return float(v)
-    if key == "profile":
-        if v not in PROFILES:
-            raise bad(" | ".join(PROFILES))
-        return v
     if key == "mode":
         if v not in LOAD_MODES:
             raise bad(" | ".join(LOAD_MODES))
@@ -384,37 +333,6 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
         if v not in TRANSPORTS:
             raise bad(" | ".join(TRANSPORTS))
         return v
-    if key == "verify":
-        if v is True or v is False:
-            return "on" if v else "off"
-        if v not in ON_OFF:
-            raise bad("on | off")
-        return v
-    if key == "mix":
-        parts = str(v).split(",") if isinstance(v, str) else []
-        ok = bool(parts)
-        for p in parts:
-            m = re.fullmatch(r"(upload|download|echo)(?::(\d+))?", p.strip())
-            ok = ok and m is not None
-        if not ok:
-            raise bad('weights like "upload:1,download:1,echo:1" (methods: upload, download, echo)')
-        return v
-    if key == "chunk":
-        try:
-            parse_size(v)
-        except ValueError:
-            raise bad('a size such as "64KiB" or 65536') from None
-        return str(v)
-    if key == "sizes":
-        if not isinstance(v, str | int) or isinstance(v, bool) or str(v).strip() == "":
-            raise bad('a size list like "64KiB,1MiB" or a distribution like "lognormal:1MiB:2"')
-        return str(v)
-    if key == "rate":
-        s = str(v)
-        m = re.fullmatch(r"(?:poisson:|constant:)?(\d+(?:\.\d+)?)", s)
-        if isinstance(v, bool) or not m or float(m.group(1)) <= 0:
-            raise bad('arrivals per second: "R" or "poisson:R" with R > 0')
-        return s
     raise ExperimentError(f"{where}.{key}: unknown key; allowed: {', '.join(LOAD_KEYS)}")
 
 
@@ -737,10 +655,10 @@ def _network(tab: dict[str, Any]) -> Network:
         except ValueError:
             bandwidth = None
         if bandwidth is None:
-            raise ExperimentError(f'network.bandwidth = {v!r}: expected a rate such as "100MiB/s" or "800KB/s" '
-                                  "(size units B, KB, MB, GB, KiB, MiB, GiB, then /s)")
+            raise ExperimentError(f'network.bandwidth = {v!r}: expected a rate such as "100MiB/s" or "800000/s" '
+                                  f"(a size, {SIZE_HELP}, then /s)")
         if bandwidth < BANDWIDTH_MIN:
-            raise ExperimentError(f"network.bandwidth = {v!r}: at least 1KB/s (Toxiproxy's unit is 1000 B/s)")
+            raise ExperimentError(f"network.bandwidth = {v!r}: at least 1000/s (Toxiproxy's unit is 1000 B/s)")
     return Network(latency, jitter, bandwidth)
 
 

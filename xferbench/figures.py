@@ -11,12 +11,12 @@ from typing import Any
 
 from xferbench.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
-OK_RESULTS = ("ok", "success")
 GEN_SATURATED_CORES = 0.9  # a Locust process above 90% of one core is the bottleneck, not the server
 
 
 def _ok(d: dict[str, str]) -> bool:
-    return d.get("result", d.get("code", "ok")) in OK_RESULTS
+    """A call's outcome is its `code` label, servers' and client's alike: "ok" or PROTOCOL.md's error code."""
+    return d.get("code") == "ok"
 
 
 def _not_ok(d: dict[str, str]) -> bool:

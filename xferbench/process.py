@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from xferbench.experiment import ROOT, Load
+import loadgen
+from xferbench.experiment import LOADGEN_KEYS, ROOT, Load
 
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
@@ -304,43 +305,15 @@ class Server:
 
 
 def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
-    """The Locust command line for one cell's load (see the loadgen contract)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(ROOT / "loadgen"),
-        "--headless",
-        "--host",
-        host,
-        "-u",
-        str(load.users),
-        "-r",
-        f"{load.spawn_rate:g}",
-        "-t",
-        f"{max(1, round(run_time_s))}s",
-        "--xfer-profile",
-        load.profile,
-        "--xfer-mix",
-        load.mix,
-        "--xfer-sizes",
-        load.sizes,
-        "--xfer-chunk",
-        str(load.chunk),
-        "--xfer-inflight",
-        str(load.inflight),
-        "--xfer-verify",
-        load.verify,
-        "--xfer-metrics-port",
-        str(metrics_port),
-        "--only-summary",
-        "--loglevel",
-        "WARNING",
+    """The Locust command line for one cell's load: Locust's own flags, then every [load] value that is a
+    loadgen option as loadgen spells it (loadgen.command_line)."""
+    xfer = {k: getattr(load, k) for k in LOADGEN_KEYS if getattr(load, k) is not None}
+    return [
+        sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen"), "--headless", "--host", host,
+        "-u", str(load.users), "-r", f"{load.spawn_rate:g}", "-t", f"{max(1, round(run_time_s))}s",
+        *loadgen.command_line({**xfer, "metrics_port": metrics_port}),
+        "--only-summary", "--loglevel", "WARNING",
     ]
-    if load.rate:
-        argv += ["--xfer-rate", load.rate]
-    return argv
 
 
 class Locust:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.loadgen.support import ROOT, fetch, free_port, locust_cmd, parse_prom, total
+from tests.loadgen.support import ROOT, failed, fetch, free_port, locust_cmd, parse_prom, total
 from tests.support.toxiproxy import ProxiedServer, Toxic
 
 # Room for gRPC's reconnect back-off (about 1 s after a failed attempt) before the run ends. The run ends by
@@ -46,6 +46,12 @@ def test_reset_under_load_is_counted_and_recovered(proxied: ProxiedServer, tmp_p
         except OSError:
             return 0.0
 
+    def count_failed() -> float:
+        try:
+            return failed(parse_prom(fetch(url, timeout=2)))
+        except OSError:
+            return 0.0
+
     proc = subprocess.Popen(
         locust_cmd("--headless", "--host", proxied.target, "-u", "4", "-r", "4", "-t", f"{RUN_S}s",
                    "--xfer-mix", "upload:1,download:1,echo:1", "--xfer-sizes", "256KiB", "--xfer-chunk", "64KiB",
@@ -53,14 +59,14 @@ def test_reset_under_load_is_counted_and_recovered(proxied: ProxiedServer, tmp_p
                    "--xfer-check", "failures==0", "--only-summary"),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
-        _wait_for("successful calls", lambda: count(result="ok") > 0, proc, 30)
+        _wait_for("successful calls", lambda: count(code="ok") > 0, proc, 30)
         toxic = proxied.add(Toxic("reset_peer", {"timeout": 0}, "downstream"))
         try:
-            _wait_for("failed calls under the reset", lambda: count(result="error") > 0, proc, 5)
+            _wait_for("failed calls under the reset", lambda: count_failed() > 0, proc, 5)
         finally:
             proxied.remove(toxic)
-        ok_before = count(result="ok")
-        _wait_for("successful calls after the reset was removed", lambda: count(result="ok") > ok_before, proc, 8)
+        ok_before = count(code="ok")
+        _wait_for("successful calls after the reset was removed", lambda: count(code="ok") > ok_before, proc, 8)
         out, err = proc.communicate(timeout=RUN_S + 30)
     finally:
         if proc.poll() is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,12 @@ def parse_prom(text: str) -> list[Sample]:
 def total(samples: list[Sample], name: str, **labels: str) -> float:
     """Sum of the samples called `name` whose labels include `labels`."""
     return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == w for k, w in labels.items()))
+
+
+def failed(samples: list[Sample], name: str = "xfer_client_requests_total", **labels: str) -> float:
+    """Sum of the samples called `name` whose labels include `labels` and whose outcome `code` is not ok."""
+    return sum(v for n, lab, v in samples
+               if n == name and lab.get("code") != "ok" and all(lab.get(k) == w for k, w in labels.items()))
 
 
 def has(samples: list[Sample], name_prefix: str) -> bool:
@@ -109,3 +116,25 @@ def settled_metrics(url: str, tries: int = 20, pause: float = 0.25) -> list[Samp
         prev = now
         time.sleep(pause)
     return samples
+
+
+def summary_counts(output: str, run: int = 1) -> dict[str, int]:
+    """Requests per method of loadgen's printed summary of one run ("operations": all whole operations)."""
+    at = output.find(f"xfer summary of run {run} (")
+    assert at >= 0, f"no summary of run {run}:\n{output[-3000:]}"
+    counts: dict[str, int] = {}
+    for line in output[at:].splitlines()[2:]:
+        words = line.split()
+        if len(words) == 10 or (len(words) == 9 and words[0] == "operations"):
+            method, n = (words[0], words[1]) if words[0] == "operations" else (words[1], words[2])
+            counts[method] = int(n)
+        elif not line.startswith("chunk calls"):
+            break
+    return counts
+
+
+def summary_wall(output: str, run: int = 1) -> float:
+    """The run's length as its summary states it, in seconds."""
+    m = re.search(rf"xfer summary of run {run} \(\w+, ([\d.]+) s;", output)
+    assert m, output[-3000:]
+    return float(m.group(1))

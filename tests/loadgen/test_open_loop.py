@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import subprocess
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.loadgen.support import ROOT, Sample, fetch, locust_cmd, parse_prom, run_locust, total
+from tests.loadgen.support import ROOT, Sample, failed, fetch, locust_cmd, parse_prom, run_locust, summary_wall, total
 from tests.support.servers import RunningServer, running_server
 
 ECHO_ONLY = ["--headless", "--xfer-mix", "echo:1", "--xfer-metrics-port", "0", "--only-summary"]
@@ -36,13 +35,6 @@ def go_server() -> Iterator[RunningServer]:
 def _dump(folder: Path) -> list[Sample]:
     (path,) = folder.glob("local-*.prom")
     return parse_prom(path.read_text())
-
-
-def _wall(stderr: str) -> float:
-    """The test's duration as loadgen measured it (test_start .. test_stop), printed with 0.1 s precision."""
-    m = re.search(r"xfer summary \(local, ([\d.]+) s;", stderr)
-    assert m, stderr[-3000:]
-    return float(m.group(1))
 
 
 def _slower_than(samples: list[Sample], seconds: float) -> float:
@@ -66,8 +58,8 @@ def test_rate_is_kept(go_server: RunningServer, tmp_path: Path, rate: str) -> No
     assert r.returncode == 0, r.stderr[-3000:]
     client = _dump(tmp_path)
     calls = total(client, "xfer_client_requests_total", method="Echo")
-    assert total(client, "xfer_client_requests_total", result="error") == 0
-    expected = RATE * (_wall(r.stderr) + 0.1)  # + the summary's rounding
+    assert failed(client) == 0
+    expected = RATE * (summary_wall(r.stderr) + 0.1)  # + the summary's rounding
     # Constant gaps: each user's first call comes at a random point of its first gap, so at most one call
     # per user beyond R x T. Poisson counts vary: 6 standard deviations more (odds ~1e-9).
     slack = USERS + (6 * math.sqrt(expected) if rate.startswith("poisson") else 0)
@@ -112,7 +104,7 @@ def _run_with_stall(tmp_path: Path, rate_args: list[str]) -> tuple[list[Sample],
                 proc.wait()
     assert proc.returncode == 0, err[-3000:]
     client = _dump(tmp_path)
-    assert total(client, "xfer_client_requests_total", result="error") == 0
+    assert failed(client) == 0
     return client, stalled
 
 

@@ -1,30 +1,19 @@
-"""Unit tests of loadgen's helpers: option parsing, histograms, snapshots, profiles."""
+"""Unit tests of loadgen's modules: option parsing, histograms, snapshots, the exporter, profiles."""
 
 from __future__ import annotations
 
 import math
 import random
 
-import _xfer_metrics as xm
-import _xfer_options as xo
-import _xfer_profiles as xp
 import pytest
+from prometheus_client import generate_latest
 
+from loadgen import _checks as xc
+from loadgen import _exporter
+from loadgen import _options as xo
+from loadgen import _profiles as xp
+from loadgen import _recorder as xm
 from tests.loadgen.support import parse_prom, total
-
-
-@pytest.mark.parametrize(("text", "want"), [
-    ("0", 0), ("512", 512), ("64KiB", 65536), ("1MiB", 1 << 20), ("1.5MiB", 3 << 19), ("4KB", 4000),
-    ("2 mib", 2 << 20), ("1GiB", 1 << 30),
-])
-def test_parse_size(text: str, want: int) -> None:
-    assert xo.parse_size(text) == want
-
-
-@pytest.mark.parametrize("text", ["", "x", "1XB", "-1", "1.3B", "2GiB", "1e3"])
-def test_parse_size_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="size"):
-        xo.parse_size(text)
 
 
 def test_sizes_list_and_distributions() -> None:
@@ -87,7 +76,7 @@ def test_mix() -> None:
 
 
 def test_checks() -> None:
-    cs = xo.parse_checks("failures==0, p95<2s,p99(Echo)<=50ms,p99.9<1.5,failure_ratio<1%,rps>=10,cpu<90%")
+    cs = xc.parse_checks("failures==0, p95<2s,p99(Echo)<=50ms,p99.9<1.5,failure_ratio<1%,rps>=10,cpu<90%")
     assert [c.metric for c in cs] == ["failures", "quantile", "quantile", "quantile", "failure_ratio",
                                       "rps", "cpu"]
     assert cs[1].value == 2.0 and cs[1].quantile == 0.95
@@ -98,8 +87,8 @@ def test_checks() -> None:
     for bad in ("p95", "p95<<2", "failures(Echo)==0", "p95(Stat)<1s", "p0<1s", "p95<2%", "latency<1",
                 "requests<5ms"):
         with pytest.raises(ValueError, match="--xfer-check"):
-            xo.parse_checks(bad)
-    assert xo.parse_checks("") == []
+            xc.parse_checks(bad)
+    assert xc.parse_checks("") == []
 
 
 def test_bounds_contain_protocol_bounds() -> None:
@@ -122,27 +111,36 @@ def test_fine_histogram_quantiles_within_one_percent() -> None:
     assert math.isnan(xm.quantile([xm.Series()], 0.5))
 
 
-def test_snapshot_wire_merge_and_render() -> None:
+def test_snapshot_wire_merge_and_export() -> None:
     a, b = xm.Recorder(), xm.Recorder()
     for i in range(10):
-        a.observe("grpc", "Echo", 0.001 * (i + 1), True)
-        b.observe("grpc", "Echo", 0.002, i % 2 == 0, "unavailable")
+        a.observe("grpc", "Echo", 0.001 * (i + 1), "ok")
+        b.observe("grpc", "Echo", 0.002, "ok" if i % 2 == 0 else "unavailable")
     a.add_bytes("upload", 100)
     a.verify("Upload", True)
-    wire = b.to_wire()
-    back = xm.Snapshot.from_wire(wire)
+    back = xm.Snapshot.from_wire(b.total.to_wire())
     assert back.series[("grpc", "Echo")].err == 5 and back.errors[("grpc", "Echo", "unavailable")] == 5
-    merged = xm.Snapshot().add(a).add(back)
+    merged = xm.Snapshot().add(a.total).add(back)
     s = merged.series[("grpc", "Echo")]
     assert (s.ok, s.err, s.count) == (15, 5, 20)
-    diff = merged.copy().add(a, -1)
-    assert diff.series[("grpc", "Echo")].count == 10
-    samples = parse_prom(xm.render(merged, users=3))
-    assert total(samples, "xfer_client_requests_total", method="Echo", result="ok") == 15
-    assert total(samples, "xfer_client_requests_total", method="Echo", result="error") == 5
+    assert merged.codes("grpc", "Echo") == {"ok": 15, "unavailable": 5}
+    a.new_run()
+    a.observe("grpc", "Echo", 0.5, "ok")
+    assert a.run.series[("grpc", "Echo")].count == 1 and a.total.series[("grpc", "Echo")].count == 11
+    assert a.run.series[("grpc", "Echo")].max == 0.5  # a run's own maximum, not the process's
+
+    collector = _exporter.ClientCollector(lambda: merged, lambda: [_exporter.gauge("xfer_client_users", "", 3)])
+    samples = parse_prom(generate_latest(_exporter.registry(collector, with_process=False)).decode())
+    # The outcome label is `code`, with PROTOCOL.md's values: ok, or the error code.
+    assert total(samples, "xfer_client_requests_total", method="Echo", code="ok") == 15
+    assert total(samples, "xfer_client_requests_total", method="Echo", code="unavailable") == 5
+    assert not any("result" in lab for n, lab, _v in samples if n == "xfer_client_requests_total")
     assert total(samples, "xfer_client_request_duration_seconds_count", method="Echo") == 20
     assert total(samples, "xfer_client_request_duration_seconds_bucket", method="Echo", le="0.002") == 12
     assert total(samples, "xfer_client_request_duration_seconds_bucket", method="Echo", le="+Inf") == 20
+    assert total(samples, "xfer_client_request_duration_seconds_sum", method="Echo") == pytest.approx(
+        sum(0.001 * (i + 1) for i in range(10)) + 10 * 0.002)
+    assert total(samples, "xfer_client_errors_total", method="Echo", code="unavailable") == 5
     assert total(samples, "xfer_client_transfer_bytes_total", direction="upload") == 100
     assert total(samples, "xfer_client_users") == 3
     assert total(samples, "xfer_client_verifications_total", method="Upload", result="ok") == 1

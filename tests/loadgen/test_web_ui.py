@@ -1,10 +1,12 @@
-"""Locust's web UI on loadgen/: the --xfer-* options are offered there, and a swarm started through the
-UI's HTTP API (the calls the page itself makes) runs Echo users with the values posted, then stops.
+"""Locust's web UI on loadgen/: the --xfer-* options are offered there, a swarm started through the UI's
+HTTP API (the calls the page itself makes) runs Echo users with the values posted, a bad host or option is
+refused with the page's own error message, and each run started from the page gets its own summary.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -12,9 +14,10 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-import _xfer_options as xo
+import pytest
 
-from tests.loadgen.support import ROOT, fetch, free_port, locust_cmd
+import loadgen
+from tests.loadgen.support import ROOT, fetch, free_port, locust_cmd, summary_counts, summary_wall
 from tests.support.servers import running_server
 
 DEADLINE_S = 60  # for each wait; the whole Locust process is killed in `finally` whatever happens
@@ -52,16 +55,16 @@ def test_web_ui_offers_options_and_runs_a_swarm() -> None:
         ui = f"http://127.0.0.1:{port}"
         proc = subprocess.Popen(
             locust_cmd("--host", server.target("grpc"), "--web-host", "127.0.0.1", "--web-port", str(port),
-                       "--xfer-metrics-port", "0", "--xfer-echo-size", "512B"),
+                       "--xfer-metrics-port", "0", "--xfer-echo-size", "512"),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         try:
             html = _poll("web UI answering", lambda: fetch(ui + "/"))
             args = _template_args(html)
             options = args["extra_options"]
             # every --xfer-* option can be set on the page, with its help and the command line's value
-            assert {dest for _o, dest, *_ in xo.OPTIONS} <= options.keys(), sorted(options)
+            assert {o.dest for o in loadgen.OPTIONS} <= options.keys(), sorted(options)
             assert all(options[k]["help_text"] for k in ("xfer_sizes", "xfer_profile", "xfer_mix", "xfer_rate"))
-            assert options["xfer_echo_size"]["default_value"] == "512B"
+            assert options["xfer_echo_size"]["default_value"] == "512"
             assert args["shape_use_common_options"]  # XferShape keeps the user count and rate fields
 
             # What the page posts. Echo-only mix and a new echo size: both must take effect (the mix used
@@ -79,7 +82,7 @@ def test_web_ui_offers_options_and_runs_a_swarm() -> None:
             rows = {r["name"]: r for r in report["stats"]}
             assert set(rows) == {"Echo", "Aggregated"}, sorted(rows)  # no Upload/Download users
             assert rows["Echo"]["num_failures"] == 0 and not report["errors"], report["errors"]
-            assert rows["Echo"]["avg_content_length"] == 1024  # the posted echo size, not the CLI's 512B
+            assert rows["Echo"]["avg_content_length"] == 1024  # the posted echo size, not the CLI's 512
             assert report["user_count"] == 2
 
             assert _post(ui + "/stop", {})["success"]
@@ -93,3 +96,80 @@ def test_web_ui_offers_options_and_runs_a_swarm() -> None:
                 out, _ = proc.communicate()
         assert proc.returncode == 0, out[-3000:]
         assert "Traceback" not in out, out[-3000:]
+
+
+class WebLocust:
+    """`locust -f loadgen/` with its web UI on a free port; `finish()` stops it (SIGTERM) and returns its output."""
+
+    def __init__(self, host: str, *args: str) -> None:
+        self.ui = f"http://127.0.0.1:{free_port()}"
+        self.proc = subprocess.Popen(
+            locust_cmd("--host", host, "--web-host", "127.0.0.1", "--web-port", self.ui.rsplit(":", 1)[1],
+                       "--xfer-metrics-port", "0", *args),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+        self.output = ""
+
+    def stats(self) -> dict[str, Any]:
+        return json.loads(fetch(self.ui + "/stats/requests"))
+
+    def finish(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.output, _ = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.output, _ = self.proc.communicate()
+        return self.output
+
+
+def test_web_ui_refuses_a_bad_host_and_option_visibly() -> None:
+    with running_server("xferd-go", ["--store=mem"]) as server:
+        web = WebLocust(server.target("grpc"))
+        try:
+            _poll("web UI answering", lambda: fetch(web.ui + "/"))
+            got = _post(web.ui + "/swarm", {"user_count": 2, "spawn_rate": 2, "host": "http://127.0.0.1:8089"})
+            # The page shows `message` when success is false: the user sees why, and nothing runs.
+            assert got["success"] is False and "unknown scheme 'http'; accepted schemes: grpc, frame" in got["message"]
+            got = _post(web.ui + "/swarm", {"user_count": 2, "spawn_rate": 2, "host": server.target("grpc"),
+                                            "xfer_mix": "upload:x"})
+            assert got["success"] is False and "--xfer-mix 'upload:x'" in got["message"], got
+            assert web.stats()["state"] == "ready" and web.stats()["user_count"] == 0
+            # A good form still starts a run.
+            assert _post(web.ui + "/swarm", {"user_count": 1, "spawn_rate": 1, "host": server.target("grpc"),
+                                             "xfer_mix": "echo:1"})["success"]
+            _poll("an Echo call", lambda: any(r["name"] == "Echo" and r["num_requests"] > 0 for r in web.stats()["stats"]))
+        finally:
+            out = web.finish()
+    assert web.proc.returncode == 0, out[-3000:]
+    assert "swarm refused: --host: target 'http://127.0.0.1:8089': unknown scheme 'http'" in out
+
+
+def test_web_ui_runs_are_summarised_one_by_one() -> None:
+    """Two runs from the web UI: each summary counts that run's calls over that run's time (it used to count
+    the last run's calls over the whole process's life)."""
+    counts: list[int] = []
+    with running_server("xferd-go", ["--store=mem"]) as server:
+        web = WebLocust(server.target("grpc"), "--xfer-mix", "echo:1")
+        started = time.monotonic()
+        try:
+            _poll("web UI answering", lambda: fetch(web.ui + "/"))
+            for n_calls in (30, 60):
+                assert _post(web.ui + "/swarm", {"user_count": 2, "spawn_rate": 2, "host": server.target("grpc")})["success"]
+                _poll("the run started (Locust clears its table then)", lambda: web.stats()["state"] == "running")
+                _poll(f"{n_calls} Echo calls", lambda n=n_calls: next(
+                    (r["num_requests"] for r in web.stats()["stats"] if r["name"] == "Echo"), 0) >= n)
+                assert _post(web.ui + "/stop", {})["success"]
+                _poll("state stopped", lambda: web.stats()["state"] == "stopped")
+                counts.append(next(r["num_requests"] for r in web.stats()["stats"] if r["name"] == "Echo"))
+            lifetime = time.monotonic() - started
+        finally:
+            out = web.finish()
+    assert web.proc.returncode == 0, out[-3000:]
+    for run, locust_count in enumerate(counts, start=1):
+        printed = summary_counts(out, run)
+        assert abs(printed["Echo"] - locust_count) <= 4, (run, printed, locust_count)  # a call or two per user at the stop
+        wall = summary_wall(out, run)
+        assert wall < lifetime / 2 + 1, (run, wall, lifetime)  # this run's time, not the process's
+        m = re.search(rf"xfer summary of run {run} .*\n.*\n\S+\s+Echo\s+(\d+)\s+\d+\s+([\d.]+)", out)
+        assert m and float(m.group(2)) == pytest.approx(int(m.group(1)) / wall, rel=0.05, abs=0.2), m

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.loadgen.support import Scraper, parse_prom, run_locust, settled_metrics, total
+from tests.loadgen.support import Scraper, failed, parse_prom, run_locust, settled_metrics, total
 from tests.support.servers import RunningServer, running_server, server_transports
 
 RUN_S = int(os.environ.get("XFER_RAMP_SECONDS", "40"))
@@ -35,8 +35,8 @@ def target(request: pytest.FixtureRequest) -> Iterator[tuple[RunningServer, str]
         yield server, transport
 
 
-def _client(samples, method: str, result: str | None = None) -> float:
-    labels = {"method": method} | ({"result": result} if result else {})
+def _client(samples, method: str, code: str | None = None) -> float:
+    labels = {"method": method} | ({"code": code} if code else {})
     return total(samples, "xfer_client_requests_total", **labels)
 
 
@@ -64,7 +64,7 @@ def test_ramp(target: tuple[RunningServer, str], tmp_path: Path) -> None:
     srv = settled_metrics(server.metrics_url)
 
     # zero failures, every method called, every checksum verified
-    assert total(client, "xfer_client_requests_total", result="error") == 0
+    assert failed(client) == 0
     for m in (*TOP, "UploadChunk", "DownloadChunk"):
         assert _client(client, m) > 0, m
     for m in TOP:

@@ -106,8 +106,8 @@ def test_client_figures() -> None:
             "\n".join(
                 [
                     "# TYPE xfer_client_requests_total counter",
-                    f'xfer_client_requests_total{{transport="frame",method="Echo",result="ok"}} {ok}',
-                    f'xfer_client_requests_total{{transport="frame",method="Echo",result="error"}} {fail}',
+                    f'xfer_client_requests_total{{transport="frame",method="Echo",code="ok"}} {ok}',
+                    f'xfer_client_requests_total{{transport="frame",method="Echo",code="unavailable"}} {fail}',
                     "# TYPE xfer_client_transfer_bytes_total counter",
                     f'xfer_client_transfer_bytes_total{{direction="upload"}} {ok * 10}',
                     "# TYPE process_cpu_seconds_total counter",

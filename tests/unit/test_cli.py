@@ -49,14 +49,14 @@ def xferd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     (("upload", "--target", "frame://127.0.0.1:1", "--name", "a"), "--file"),
     (("echo", "--target", "http://127.0.0.1:1", "--size", "1"), "unknown scheme 'http'"),
     (("echo", "--target", "frame://127.0.0.1", "--size", "1"), "no port"),
-    (("echo", "--target", "frame://127.0.0.1:1", "--size", "-1"), "must not be negative"),
-    (("echo", "--target", "frame://127.0.0.1:1", "--size", "lots"), "not an integer"),
+    (("echo", "--target", "frame://127.0.0.1:1", "--size", "-1"), "size '-1' is not a size: want plain bytes"),
+    (("echo", "--target", "frame://127.0.0.1:1", "--size", "lots"), "size 'lots' is not a size"),
     (("stat", "--target", "grpc://127.0.0.1:1"), "--name"),
     (("download", "--name", "x"), "--target"),
     (("upload", "--target", "frame://127.0.0.1:1", "--name", "a", "--file", "/no/such/file"),
      "/no/such/file"),
     (("upload", "--target", "frame://127.0.0.1:1", "--name", "a", "--file", __file__, "--chunk", "0"),
-     "must be positive"),
+     "size '0' = 0 bytes is below the minimum, 1"),
     (("frobnicate",), "invalid choice"),
 ])
 def test_bad_arguments(args: tuple[str, ...], needle: str) -> None:

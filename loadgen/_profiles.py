@@ -1,4 +1,4 @@
-"""Load profiles for the one LoadTestShape: users as a function of elapsed time (pure, unit-tested).
+"""Load profiles of XferShape: users as a function of elapsed time (pure, unit-tested).
 
 All profiles scale to -u USERS, -r SPAWN_RATE and -t RUN_TIME (`use_common_options`):
 

@@ -1,0 +1,377 @@
+"""Every `--xfer-*` option, declared once: name, default, help and parser.
+
+From `OPTIONS` come Locust's parser registration (`register`), the typed `Config` a run uses
+(`config_from`), the runner's validation of an experiment's `[load]` values (`check_text`) and the
+runner's Locust command line (`command_line`). No Locust import here: the runner imports this module.
+
+Every parser takes the option's text and raises ValueError with a message naming the option, the value
+and what it accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loadgen._checks import CHECK_HELP, Check, parse_checks
+from py_client.sizes import MIB, SIZE_HELP, parse_size
+
+MAX_FILE = 1 << 30  # PROTOCOL.md: declared file size limit
+MAX_CHUNK = 4 * MIB  # PROTOCOL.md: chunk size, Read length and Echo payload limit
+
+PROFILES = ("steady", "ramp", "step", "spike", "soak")
+METHODS = ("upload", "download", "echo")
+
+
+# ---- sizes: a list or a distribution ----------------------------------------------------------------
+
+SIZES_HELP = ("a list of sizes, optionally weighted: '64KiB,1MiB,10MiB' or '64KiB*3,1MiB'; "
+              "or 'uniform:MIN:MAX'; or 'lognormal:MEDIAN:SIGMA[:MAX]' (SIGMA of ln(size), "
+              f"MAX default 64 x MEDIAN); each size {SIZE_HELP}")
+
+
+@dataclass(frozen=True)
+class SizeSpec:
+    """Picks transfer sizes. kind: list | uniform | lognormal."""
+
+    kind: str
+    values: tuple[int, ...] = ()
+    weights: tuple[float, ...] = ()
+    lo: int = 0
+    hi: int = 0
+    median: int = 0
+    sigma: float = 0.0
+
+    @property
+    def max_size(self) -> int:
+        return max(self.values) if self.kind == "list" else self.hi
+
+    def pick(self, rng: random.Random) -> int:
+        if self.kind == "list":
+            if len(self.values) == 1:
+                return self.values[0]
+            return rng.choices(self.values, self.weights)[0]
+        if self.kind == "uniform":
+            return rng.randint(self.lo, self.hi)
+        v = round(self.median * math.exp(rng.gauss(0.0, self.sigma)))
+        return min(max(v, self.lo), self.hi)
+
+
+def _uniform(parts: list[str], hi: int) -> SizeSpec:
+    if len(parts) != 3:
+        raise ValueError("want uniform:MIN:MAX")
+    lo, up = (parse_size(p, hi=hi) for p in parts[1:])
+    if lo > up:
+        raise ValueError(f"MIN {lo} is above MAX {up}")
+    return SizeSpec("uniform", lo=lo, hi=up)
+
+
+def _lognormal(parts: list[str], hi: int) -> SizeSpec:
+    if len(parts) not in (3, 4):
+        raise ValueError("want lognormal:MEDIAN:SIGMA[:MAX]")
+    median = parse_size(parts[1], what="MEDIAN", lo=1, hi=hi)
+    try:
+        sigma = float(parts[2])
+    except ValueError:
+        raise ValueError(f"SIGMA {parts[2]!r} is not a number") from None
+    if not 0 <= sigma <= 10:
+        raise ValueError(f"SIGMA {parts[2]!r} is outside 0..10")
+    up = parse_size(parts[3], what="MAX", lo=median, hi=hi) if len(parts) == 4 else min(hi, 64 * median)
+    return SizeSpec("lognormal", lo=1, hi=up, median=median, sigma=sigma)
+
+
+def _size_list(text: str, hi: int) -> SizeSpec:
+    values: list[int] = []
+    weights: list[float] = []
+    for item in text.split(","):
+        size_text, star, w_text = item.partition("*")
+        values.append(parse_size(size_text, hi=hi))
+        w = 1.0
+        if star:
+            try:
+                w = float(w_text)
+            except ValueError:
+                raise ValueError(f"weight {w_text!r} is not a number") from None
+            if not 0 < w < math.inf:
+                raise ValueError(f"weight {w_text!r} must be a positive number")
+        weights.append(w)
+    return SizeSpec("list", values=tuple(values), weights=tuple(weights))
+
+
+def parse_sizes(text: str, *, what: str = "--xfer-sizes", hi: int = MAX_FILE) -> SizeSpec:
+    t = text.strip()
+    if not t:
+        raise ValueError(f"{what} is empty: want {SIZES_HELP}")
+    try:
+        kind = t.split(":", 1)[0] if ":" in t else ""
+        if kind == "uniform":
+            return _uniform(t.split(":"), hi)
+        if kind == "lognormal":
+            return _lognormal(t.split(":"), hi)
+        if kind:
+            raise ValueError(f"unknown distribution {kind!r}")
+        return _size_list(t, hi)
+    except ValueError as e:
+        raise ValueError(f"{what} {text!r}: {e}; accepted: {SIZES_HELP}, at most {hi} bytes") from None
+
+
+def parse_echo_sizes(text: str) -> SizeSpec:
+    return parse_sizes(text, what="--xfer-echo-size", hi=MAX_CHUNK)
+
+
+# ---- small scalar options ---------------------------------------------------------------------------
+
+def parse_chunk(text: str) -> int:
+    try:
+        return parse_size(text, what="chunk size", lo=1, hi=MAX_CHUNK)
+    except ValueError as e:
+        raise ValueError(f"--xfer-chunk: {e}; accepted: 1..4MiB, e.g. 64KiB or 1MiB") from None
+
+
+def parse_inflight(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1024:
+        raise ValueError(f"--xfer-inflight {text!r}: want a whole number of calls in flight, 1..1024")
+    return n
+
+
+def parse_verify(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("on", "true", "yes", "1"):
+        return True
+    if t in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"--xfer-verify {text!r}: want on or off")
+
+
+def parse_profile(text: str) -> str:
+    if text not in PROFILES:
+        raise ValueError(f"--xfer-profile {text!r}: want one of {', '.join(PROFILES)}")
+    return text
+
+
+MIX_HELP = ("METHOD:WEIGHT pairs joined by ',', METHOD one of upload, download, echo, WEIGHT a number >= 0 "
+            "(0 or leaving a method out disables it), e.g. upload:1,download:1,echo:0.5")
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """'upload:1,download:1,echo:1' -> weights; unnamed methods get 0; at least one must be > 0."""
+    mix = dict.fromkeys(METHODS, 0.0)
+    seen: set[str] = set()
+    for item in text.split(","):
+        name, sep, w_text = item.strip().partition(":")
+        name = name.strip().lower()
+        if not sep or name not in METHODS:
+            raise ValueError(f"--xfer-mix {text!r}: bad entry {item!r}; accepted: {MIX_HELP}")
+        if name in seen:
+            raise ValueError(f"--xfer-mix {text!r}: {name} given twice; accepted: {MIX_HELP}")
+        seen.add(name)
+        try:
+            w = float(w_text)
+        except ValueError:
+            w = -1.0
+        if not 0 <= w < math.inf:
+            raise ValueError(f"--xfer-mix {text!r}: weight {w_text!r} of {name}; accepted: {MIX_HELP}")
+        mix[name] = w
+    if not any(w > 0 for w in mix.values()):
+        raise ValueError(f"--xfer-mix {text!r}: every weight is 0; accepted: {MIX_HELP}")
+    return mix
+
+
+@dataclass(frozen=True)
+class Rate:
+    per_second: float
+    poisson: bool
+
+
+def parse_rate(text: str) -> Rate | None:
+    """'' or 'off' -> None (closed loop); 'R', 'constant:R' or 'poisson:R' arrivals per second."""
+    t = text.strip().lower()
+    if t in ("", "off", "none"):
+        return None
+    kind, sep, value = t.partition(":")
+    if not sep:
+        kind, value = "constant", kind
+    try:
+        r = float(value)
+    except ValueError:
+        r = -1.0
+    if kind not in ("constant", "poisson") or not 0 < r <= 1e7:
+        raise ValueError(f"--xfer-rate {text!r}: want arrivals per second as R, constant:R or poisson:R "
+                         "(0 < R <= 1e7), or off")
+    return Rate(r, kind == "poisson")
+
+
+def parse_metrics_port(text: str) -> int | None:
+    """'off' -> None; 0 -> any free port; else the port (workers take the next free ones)."""
+    t = text.strip().lower()
+    if t in ("off", "none", "-1"):
+        return None
+    try:
+        p = int(t)
+    except ValueError:
+        p = -1
+    if not 0 <= p <= 65535:
+        raise ValueError(f"--xfer-metrics-port {text!r}: want a TCP port 1..65535, 0 for any free port, "
+                         "or off")
+    return p
+
+
+def parse_timeout(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 < v <= 3600:
+        raise ValueError(f"--xfer-timeout {text!r}: want seconds per call, 0 < T <= 3600")
+    return v
+
+
+def parse_text(text: str) -> str:
+    return text
+
+
+# ---- the declaration ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class XferOption:
+    """One `--xfer-<key>` option. `key` is also the Config field and, where the runner sets the option from
+    an experiment, the `[load]` key."""
+
+    key: str
+    default: str
+    parse: Callable[[str], Any]
+    help: str
+    switch: bool = False  # on/off: a TOML true/false is accepted for it
+
+    @property
+    def flag(self) -> str:
+        return "--xfer-" + self.key.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "xfer_" + self.key
+
+    @property
+    def env_var(self) -> str:
+        return "LOCUST_" + self.dest.upper()
+
+    def text(self, value: str | int | float | bool) -> str:
+        """The command-line text of a value (a TOML scalar too), checked; raises ValueError."""
+        if isinstance(value, bool):
+            if not self.switch:
+                raise ValueError(f"{self.flag} {value!r}: true/false is not a value of this option")
+            value = "on" if value else "off"
+        text = value if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)
+        self.parse(text)
+        return text
+
+
+OPTIONS: tuple[XferOption, ...] = (
+    XferOption("sizes", "1MiB", parse_sizes, "Upload/download sizes: " + SIZES_HELP),
+    XferOption("chunk", "1MiB", parse_chunk, "Chunk size of uploads and downloads, at most 4MiB"),
+    XferOption("inflight", "8", parse_inflight,
+               "Calls in flight per frame connection (pipelining depth), 1..1024; gRPC multiplexes by itself"),
+    XferOption("verify", "on", parse_verify, "on|off: check every CRC-32 and echo payload", switch=True),
+    XferOption("profile", "steady", parse_profile,
+               "Load profile: steady (plain -u/-r/-t), ramp, step, spike, soak (scaled to -u and -t)"),
+    XferOption("mix", "upload:1,download:1,echo:1", parse_mix, "Weights of the user classes: " + MIX_HELP),
+    XferOption("rate", "off", parse_rate,
+               "Open loop: total arrivals per second (R, constant:R or poisson:R), latency from the intended "
+               "start; off = closed loop"),
+    XferOption("echo_size", "256", parse_echo_sizes, "Echo payload sizes, same syntax as --xfer-sizes, at most 4MiB"),
+    XferOption("timeout", "60", parse_timeout, "Deadline of one call or whole transfer, seconds"),
+    XferOption("metrics_port", "9646", parse_metrics_port,
+               "Client /metrics port of this process (master/local); workers take the next free ports; "
+               "0 = any free port, off = none"),
+    XferOption("metrics_host", "127.0.0.1", parse_text, "Address the client /metrics binds"),
+    XferOption("metrics_dump", "", parse_text,
+               "Folder where each Locust process writes its final metrics (<role>-<pid>.prom) at exit"),
+    XferOption("check", "", parse_checks,
+               "Thresholds that set the exit code (3 when one fails or has no samples): " + CHECK_HELP),
+)
+BY_KEY: dict[str, XferOption] = {o.key: o for o in OPTIONS}
+
+
+def option(key: str) -> XferOption:
+    """The option called `key` (`sizes` for --xfer-sizes); KeyError names the known ones."""
+    try:
+        return BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"no option --xfer-{key.replace('_', '-')}; known: {', '.join(BY_KEY)}") from None
+
+
+def command_line(values: Mapping[str, str | int | float | bool]) -> list[str]:
+    """`--xfer-<key> TEXT` for each (key, value), every value checked; raises ValueError or KeyError."""
+    argv: list[str] = []
+    for key, value in values.items():
+        opt = option(key)
+        argv += [opt.flag, opt.text(value)]
+    return argv
+
+
+# ---- Locust's parser and the typed values -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    """The parsed value of every option; field names are the options' keys."""
+
+    sizes: SizeSpec
+    chunk: int
+    inflight: int
+    verify: bool
+    profile: str
+    mix: dict[str, float]
+    rate: Rate | None
+    echo_size: SizeSpec
+    timeout: float
+    metrics_port: int | None
+    metrics_host: str
+    metrics_dump: str
+    check: list[Check]
+
+
+def _argparse_type(opt: XferOption) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        try:
+            opt.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text  # options stay strings, so the web UI shows and edits them as typed
+
+    check.__name__ = opt.key
+    return check
+
+
+def register(parser: Any) -> None:
+    """Adds every option to Locust's parser (a configargparse parser: env_var is its keyword)."""
+    for opt in OPTIONS:
+        parser.add_argument(opt.flag, dest=opt.dest, type=_argparse_type(opt), default=opt.default,
+                            help=f"{opt.help} (default: {opt.default or 'none'})", env_var=opt.env_var)
+
+
+def config_from(values: object) -> Config:
+    """The Config of parsed options (an argparse Namespace, or a mapping dest -> text); a missing or None
+    value takes the default. Raises ValueError naming the bad option."""
+    get: Callable[[str], Any]
+    if isinstance(values, Mapping):
+        get = values.get
+    else:
+        def get(dest: str) -> Any:
+            return getattr(values, dest, None)
+    parsed = {}
+    for opt in OPTIONS:
+        v = get(opt.dest)
+        parsed[opt.key] = opt.parse(opt.default if v is None else str(v))
+    return Config(**parsed)
+
+
+def defaults() -> Config:
+    return config_from({})

@@ -1,0 +1,75 @@
+"""What a headless run tells its user: Locust's Aggregated row counts whole operations (chunk calls apart,
+in loadgen's summary and metrics), a user count too small for the mix is said, and `python -m loadgen`
+lists every --xfer-* option (Locust's --help cannot: it prints before it imports a locustfile)."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import loadgen
+from tests.loadgen.support import ROOT, parse_prom, run_locust, summary_counts, total
+from tests.support.servers import RunningServer, running_server
+
+RUN_S = 3
+OPERATIONS = ("Upload", "Download", "Echo")
+
+
+@pytest.fixture(scope="module")
+def go_server() -> Iterator[RunningServer]:
+    with running_server("xferd-go", ["--store=mem"]) as s:
+        yield s
+
+
+def test_aggregated_counts_whole_operations(go_server: RunningServer, tmp_path: Path) -> None:
+    r = run_locust(["--headless", "--host", go_server.target("grpc"), "-u", "3", "-r", "3", "-t", f"{RUN_S}s",
+                    "--xfer-sizes", "64KiB", "--xfer-chunk", "16KiB", "--xfer-metrics-port", "0",
+                    "--xfer-metrics-dump", str(tmp_path), "--csv", str(tmp_path / "run"), "--only-summary"],
+                   timeout=RUN_S + 60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {row["Name"]: int(row["Request Count"]) for row in csv.DictReader(open(tmp_path / "run_stats.csv"))}
+    client = parse_prom(next(tmp_path.glob("local-*.prom")).read_text())
+    whole = {m: total(client, "xfer_client_requests_total", method=m) for m in OPERATIONS}
+    chunks = {m: total(client, "xfer_client_requests_total", method=m) for m in ("UploadChunk", "DownloadChunk")}
+    assert set(rows) == {*OPERATIONS, "Aggregated"}, rows
+    assert rows["Aggregated"] == sum(rows[m] for m in OPERATIONS)
+    # Locust's table, loadgen's summary and the final metrics are read at slightly different moments
+    # around the stop: a call or two of each user may land between them. Chunk calls, were they counted,
+    # would add four per transfer: hundreds.
+    slack = 2 * 3  # two per user
+    assert all(0 < whole[m] and abs(rows[m] - whole[m]) <= slack for m in OPERATIONS), (rows, whole)
+    # 64 KiB in 16 KiB chunks: four chunk calls per transfer, counted apart from the operations.
+    assert chunks == {"UploadChunk": 4 * whole["Upload"], "DownloadChunk": 4 * whole["Download"]}
+    printed = summary_counts(r.stderr)
+    assert abs(printed["operations"] - rows["Aggregated"]) <= slack, (printed, rows)
+    assert whole["Upload"] + whole["Download"] > slack  # so that counted chunk calls could not hide in the slack
+    assert printed["operations"] == sum(printed[m] for m in OPERATIONS)
+    assert printed["UploadChunk"] == 4 * printed["Upload"] and printed["DownloadChunk"] == 4 * printed["Download"]
+    assert "chunk calls (parts of the Upload and Download operations above, not counted in them)" in r.stderr
+    assert re.search(r"generator CPU \d+% of one core", r.stderr), r.stderr[-2000:]
+
+
+def test_too_few_users_for_the_mix_is_said(go_server: RunningServer) -> None:
+    r = run_locust(["--headless", "--host", go_server.target("grpc"), "-u", "2", "-r", "2", "-t", "2s",
+                    "--xfer-sizes", "4KiB", "--xfer-metrics-port", "0", "--only-summary"], timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = re.search(r"WARNING: (\w+User) never ran: the user count is too small for every class of --xfer-mix", r.stderr)
+    assert m, r.stderr[-3000:]
+    idle = m.group(1).removesuffix("User")
+    assert idle not in summary_counts(r.stderr)  # it really made no call
+    assert "raise -u to at least 3" in r.stderr
+
+
+def test_python_m_loadgen_lists_every_option() -> None:
+    r = subprocess.run([sys.executable, "-m", "loadgen"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for opt in loadgen.OPTIONS:
+        assert f"{opt.flag} (default: {opt.default or 'none'}; env {opt.env_var})" in r.stdout, opt.flag
+    # ...and they are the options Locust really takes: each default is accepted as given.
+    assert loadgen.command_line({o.key: o.default for o in loadgen.OPTIONS if o.default})
