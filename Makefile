@@ -26,7 +26,7 @@ lint: setup
 	@out=$$(gofmt -l servers/go); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	cd servers/go && go vet ./...
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy xferbench
+	$(VENV)/bin/mypy
 
 test-go:
 	cd servers/go && go test -race -count=1 ./...

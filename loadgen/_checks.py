@@ -1,7 +1,8 @@
 """`--xfer-check`: the threshold grammar, and its verdicts on one run's measurements.
 
 Each quantity has one unit, printed with every figure: latencies in ms, rates in calls/s, failure ratios
-in %, generator CPU in % of one core (the busiest worker in a distributed run).
+in %, generator CPU in cores (1.0 = one core busy; the busiest worker in a distributed run), as in the
+runner's report.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from loadgen._recorder import Snapshot, quantile
 EXIT_CHECK_FAILED = 3
 
 CHECK_HELP = ("conditions joined by ',', each METRIC OP VALUE with OP one of < <= > >= == !=; METRIC: "
-              "failures, failure_ratio, requests, rps, cpu (generator CPU in % of one core), "
+              "failures, failure_ratio, requests, rps, cpu (generator CPU in cores), "
               "avg, max, pNN / pNN.N (e.g. p95, p99.9); avg/max/pNN take an optional (Method), "
               "e.g. p95(Echo), default all of Upload, Download, Echo; VALUE: a number, times with "
-              "us/ms/s (default s), failure_ratio as a fraction or with %, cpu with or without %; "
-              "e.g. failures==0,p95<2s,p99(Echo)<=50ms,cpu<90%")
+              "us/ms/s (default s), failure_ratio and cpu as a fraction or with %; "
+              "e.g. failures==0,p95<2s,p99(Echo)<=50ms,cpu<0.9")
 _CHECK_RE = re.compile(
     r"\s*(?P<metric>failures|failure_ratio|requests|rps|cpu|avg|max|p(?P<q>[0-9]{1,2}(?:\.[0-9]+)?))"
     r"\s*(?:\((?P<method>[A-Za-z]+)\))?\s*(?P<op><=|>=|==|!=|<|>)\s*"
@@ -40,7 +41,7 @@ class Check:
     text: str
     metric: str  # failures | failure_ratio | requests | rps | cpu | avg | max | quantile
     op: str
-    value: float  # seconds for times, a fraction for failure_ratio, % of one core for cpu
+    value: float  # seconds for times, a fraction for failure_ratio, cores for cpu
     quantile: float = 0.0
     method: str | None = None
 
@@ -49,16 +50,16 @@ class Check:
 
 
 def _scaled_value(metric: str, value: float, unit: str | None, item: str, text: str) -> float:
-    """The threshold in the check's unit: seconds, a fraction, or % of one core."""
+    """The threshold in the check's unit: seconds, a fraction, or cores."""
     if metric in TIMED:
         if unit == "%":
             raise ValueError(f"--xfer-check {text!r}: {item!r} is a time: use s, ms or us")
         return value * _TIME_UNITS[unit]
-    if metric == "failure_ratio":
+    if metric in ("failure_ratio", "cpu"):
         if unit not in (None, "%"):
-            raise ValueError(f"--xfer-check {text!r}: failure_ratio is a ratio: a fraction or N%")
+            raise ValueError(f"--xfer-check {text!r}: {metric} is a ratio: a fraction or N%")
         return value / 100.0 if unit == "%" else value
-    if unit is not None and not (unit == "%" and metric == "cpu"):
+    if unit is not None:
         raise ValueError(f"--xfer-check {text!r}: {metric} takes a plain number")
     return value
 
@@ -96,7 +97,7 @@ class RunFigures:
 
     snap: Snapshot
     wall_s: float
-    cpu_percent: float  # of one core
+    cpu_cores: float  # 1.0 = one core busy
 
 
 def measured(check: Check, run: RunFigures) -> float:
@@ -112,7 +113,7 @@ def measured(check: Check, run: RunFigures) -> float:
     if check.metric == "rps":
         return calls / run.wall_s
     if check.metric == "cpu":
-        return run.cpu_percent
+        return run.cpu_cores
     series = run.snap.methods(check.method)
     n = sum(s.count for s in series)
     if n == 0:
@@ -125,7 +126,7 @@ def measured(check: Check, run: RunFigures) -> float:
 
 
 def with_unit(check: Check, value: float) -> str:
-    """A measured figure as printed: '32.3 ms', '120.5 calls/s', '0.52%', '84% of one core', '3 calls'."""
+    """A measured figure as printed: '32.3 ms', '120.5 calls/s', '0.52%', '0.84 cores', '3 calls'."""
     if check.metric in TIMED:
         return f"{value * 1000:.4g} ms"
     if check.metric == "rps":
@@ -133,7 +134,7 @@ def with_unit(check: Check, value: float) -> str:
     if check.metric == "failure_ratio":
         return f"{value * 100:.3g}%"
     if check.metric == "cpu":
-        return f"{value:.0f}% of one core"
+        return f"{value:.2f} cores"
     return f"{value:.0f} calls"
 
 

@@ -96,7 +96,7 @@ class Workers:
     def all_final(self) -> bool:
         return bool(self.run) and self.final >= set(self.run)
 
-    def busiest_cpu_percent(self) -> float:
-        """The highest CPU of one worker over its run, in % of one core."""
-        return max((100.0 * s.cpu_seconds / max(1e-9, self.run_wall.get(w, 0.0))
+    def busiest_cpu_cores(self) -> float:
+        """The highest CPU of one worker over its run, in cores."""
+        return max((s.cpu_seconds / max(1e-9, self.run_wall.get(w, 0.0))
                     for w, s in self.run.items()), default=0.0)

@@ -159,8 +159,8 @@ def _on_final(environment: Any, msg: Any, **_kw: Any) -> None:
 
 def _run_figures(xfer: XferProcess) -> RunFigures:
     if xfer.role == "master":
-        return RunFigures(xfer.workers.run_snapshot(), xfer.clock.wall_s(), xfer.workers.busiest_cpu_percent())
-    return RunFigures(xfer.recorder.run, xfer.clock.wall_s(), 100.0 * xfer.clock.cpu_s() / xfer.clock.wall_s())
+        return RunFigures(xfer.workers.run_snapshot(), xfer.clock.wall_s(), xfer.workers.busiest_cpu_cores())
+    return RunFigures(xfer.recorder.run, xfer.clock.wall_s(), xfer.clock.cpu_s() / xfer.clock.wall_s())
 
 
 def _print_summary(xfer: XferProcess) -> None:
@@ -168,7 +168,7 @@ def _print_summary(xfer: XferProcess) -> None:
         return
     xfer.summarised = xfer.clock.number
     run = _run_figures(xfer)
-    text = render(RunSummary(xfer.role, xfer.clock.number, run.snap, run.wall_s, run.cpu_percent, xfer.idle_classes))
+    text = render(RunSummary(xfer.role, xfer.clock.number, run.snap, run.wall_s, run.cpu_cores, xfer.idle_classes))
     print(text, file=sys.stderr, flush=True)
 
 

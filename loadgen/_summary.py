@@ -1,5 +1,5 @@
 """The summary printed when a run stops: one table of whole operations, the chunk calls apart, and the
-generator's CPU in % of one core."""
+generator's CPU in cores."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from loadgen._recorder import TOP_METHODS, Series, Snapshot, quantile
 
-SATURATED_PERCENT = 90.0  # a Locust process above 90% of one core is the bottleneck, not the server
+SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
 _HEADER = (f"{'transport':9} {'method':14} {'requests':>9} {'errors':>7} {'req/s':>9} {'avg ms':>9} "
            f"{'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'max ms':>9}")
 
@@ -18,7 +18,7 @@ class RunSummary:
     run_number: int
     snap: Snapshot
     wall_s: float
-    cpu_percent: float  # of one core; the busiest worker on a master
+    cpu_cores: float  # the busiest worker on a master
     idle_classes: tuple[str, ...] = ()  # user classes of the mix that got no user
 
 
@@ -53,11 +53,11 @@ def render(run: RunSummary) -> str:
     ver_bad = sum(n for (_m, r), n in snap.verified.items() if r != "ok")
     where = " (busiest worker)" if run.role == "master" else ""
     lines.append(f"upload {up / wall / 1e6:.1f} MB/s, download {down / wall / 1e6:.1f} MB/s; "
-                 f"verified {ver_ok}, mismatched {ver_bad}; generator CPU {run.cpu_percent:.0f}% of one core{where}")
+                 f"verified {ver_ok}, mismatched {ver_bad}; generator CPU {run.cpu_cores:.2f} cores{where}")
     if run.idle_classes:
         lines.append(f"WARNING: {', '.join(run.idle_classes)} never ran: the user count is too small for "
                      "every class of --xfer-mix (raise -u, or drop classes from the mix)")
-    if run.cpu_percent > SATURATED_PERCENT:
-        lines.append(f"WARNING: the load generator used more than {SATURATED_PERCENT:.0f}% of one core: it may "
+    if run.cpu_cores > SATURATED_CORES:
+        lines.append(f"WARNING: the load generator used more than {SATURATED_CORES:g} cores: it may "
                      "be the bottleneck (use --processes or more workers)")
     return "\n".join(lines)

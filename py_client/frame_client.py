@@ -241,7 +241,7 @@ class FrameClient:
                             exhausted = True
                             break
                         method, body = spec[0], spec[1]
-                        rtype = spec[2] if len(spec) > 2 else _response_type(method)  # type: ignore[misc]
+                        rtype = spec[2] if len(spec) > 2 else _response_type(method)
                         self._seq += 1
                         seq = self._seq
                         parts = body_parts(body)

@@ -56,7 +56,8 @@ class GrpcClient:
             resp = self._stub.Echo(pb.EchoRequest(payload=payload), timeout=self.timeout)
         except grpc.RpcError as e:
             raise XferError.from_grpc(e) from None
-        return resp.payload
+        echoed: bytes = resp.payload
+        return echoed
 
     def stat(self, name: str) -> StatResult:
         try:

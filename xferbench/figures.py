@@ -11,7 +11,7 @@ from typing import Any
 
 from xferbench.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
-GEN_SATURATED_CORES = 0.9  # a Locust process above 90% of one core is the bottleneck, not the server
+GEN_SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
 
 
 def _ok(d: dict[str, str]) -> bool:

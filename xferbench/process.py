@@ -325,7 +325,6 @@ class Locust:
         self.log_path = log_path
         self._log = open(log_path, "wb")
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.proc = spawn(self.argv, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, cpus=cpus)
 

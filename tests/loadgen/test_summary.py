@@ -52,7 +52,7 @@ def test_aggregated_counts_whole_operations(go_server: RunningServer, tmp_path: 
     assert printed["operations"] == sum(printed[m] for m in OPERATIONS)
     assert printed["UploadChunk"] == 4 * printed["Upload"] and printed["DownloadChunk"] == 4 * printed["Download"]
     assert "chunk calls (parts of the Upload and Download operations above, not counted in them)" in r.stderr
-    assert re.search(r"generator CPU \d+% of one core", r.stderr), r.stderr[-2000:]
+    assert re.search(r"generator CPU \d+\.\d\d cores", r.stderr), r.stderr[-2000:]
 
 
 def test_too_few_users_for_the_mix_is_said(go_server: RunningServer) -> None:

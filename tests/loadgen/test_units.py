@@ -83,6 +83,8 @@ def test_checks() -> None:
     assert cs[2].method == "Echo" and math.isclose(cs[2].value, 0.05)
     assert math.isclose(cs[3].quantile, 0.999)
     assert math.isclose(cs[4].value, 0.01)
+    assert math.isclose(cs[6].value, 0.9)  # cpu in cores: 90% of one core
+    assert math.isclose(xc.parse_checks("cpu<0.9")[0].value, 0.9)
     assert cs[0].holds(0) and not cs[0].holds(1)
     for bad in ("p95", "p95<<2", "failures(Echo)==0", "p95(Stat)<1s", "p0<1s", "p95<2%", "latency<1",
                 "requests<5ms"):
