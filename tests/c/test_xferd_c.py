@@ -126,7 +126,8 @@ def test_allocator_detected_and_reported(alloc: str, tmp_path) -> None:
         text = scrape(s)  # with the connection open: its read buffer is allocated (the pool's only live block)
         c.close()
         pool = "on" if alloc == "pool" else "off"
-        assert (f'xfer_build_info{{server="xferd-c",version="0.1.0",allocator="{want}",pool="{pool}",'
+        version = s.ready["version"]
+        assert (f'xfer_build_info{{server="xferd-c",version="{version}",allocator="{want}",pool="{pool}",'
                 f'gogc="",memlimit=""}} 1') in text
         rss = metric_value(text, "process_resident_memory_bytes")
         assert rss > 0
