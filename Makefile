@@ -58,6 +58,10 @@ test: build lint test-go test-c fuzz test-asan test-py
 run: build
 	$(VENV)/bin/xferbench run $(EXPERIMENT)
 
+# A 20-second tour: both servers, the py_client CLI, a short Locust run with a check (scripts/demo.sh).
+demo: build
+	bash scripts/demo.sh
+
 proto: setup
 	bash scripts/gen-proto.sh
 	$(PY) proto/testdata/make_vectors.py
