@@ -8,6 +8,8 @@ PY     := $(VENV)/bin/python
 BIN    := build/bin
 PYTEST ?= $(PY) -m pytest
 EXPERIMENT ?= experiments/quick.toml
+# What `xferd-go --version` and `xferd-c --version` print (and xfer_build_info's version label).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 .PHONY: setup build build-go build-c test lint test-go test-c test-py test-asan fuzz run demo proto clean
 
@@ -17,10 +19,10 @@ setup:
 build: setup build-go build-c
 
 build-go:
-	cd servers/go && go build -o ../../$(BIN)/xferd-go ./cmd/xferd-go
+	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
 
 build-c:
-	$(MAKE) -C servers/c
+	$(MAKE) -C servers/c VERSION=$(VERSION)
 
 lint: setup
 	@out=$$(gofmt -l servers/go); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
@@ -56,6 +58,10 @@ test: build lint test-go test-c fuzz test-asan test-py
 
 run: build
 	$(VENV)/bin/xferbench run $(EXPERIMENT)
+
+# A 20-second tour: both servers, the py_client CLI, a short Locust run with a check (scripts/demo.sh).
+demo: build
+	bash scripts/demo.sh
 
 proto: setup
 	bash scripts/gen-proto.sh

@@ -132,6 +132,7 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
         "alloc_allocated_bytes",
         "alloc_resident_bytes",
         "alloc_resident_peak_bytes",
+        "alloc_committed_bytes",
         "server_requests",
         "server_cpu_per_request_s",
         "server_cpu_per_gib_s",
@@ -194,6 +195,9 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
     out["alloc_resident_bytes"] = sum(res) / len(res) if res else None
     res_all = _series(whole or win, "xfer_allocator_resident_bytes")
     out["alloc_resident_peak_bytes"] = max(res_all) if res_all else None
+    # mimalloc measures neither of those, only what it committed (servers/c/README.md, "Statistics").
+    committed = _series(win, "xfer_allocator_committed_bytes")
+    out["alloc_committed_bytes"] = sum(committed) / len(committed) if committed else None
     return out
 
 

@@ -262,6 +262,7 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("gc_cpu_share", "GC CPU share", "", False),
     ("alloc_allocated_bytes", "allocator allocated", "B", False),
     ("alloc_resident_bytes", "allocator resident", "B", False),
+    ("alloc_committed_bytes", "allocator committed (mimalloc)", "B", False),
     ("gen_cpu_cores", "generator CPU", "cores", False),
     ("runner_cpu_cores", "runner CPU", "cores", False),
 )

@@ -7,7 +7,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY servers/c/ servers/c/
-RUN make -C servers/c -j2 && install -D build/bin/xferd-c /out/xferd-c
+# What --version prints (no .git in the build context): `--build-arg XFERD_VERSION=$(git describe --always --dirty)`.
+ARG XFERD_VERSION=unknown
+RUN make -C servers/c -j2 VERSION=${XFERD_VERSION} && install -D build/bin/xferd-c /out/xferd-c
 
 FROM debian:12.11-slim
 RUN apt-get update \

@@ -5,7 +5,9 @@ WORKDIR /src/servers/go
 COPY servers/go/go.mod servers/go/go.sum ./
 RUN go mod download
 COPY servers/go/ ./
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/xferd-go ./cmd/xferd-go
+# What --version prints (no .git in the build context): `--build-arg XFERD_VERSION=$(git describe --always --dirty)`.
+ARG XFERD_VERSION=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${XFERD_VERSION}" -o /out/xferd-go ./cmd/xferd-go
 
 FROM debian:12.11-slim
 RUN useradd --system --uid 10001 --no-create-home xferd

@@ -137,7 +137,7 @@ def overview() -> dict[str, Any]:
                      "Client (Locust) and server side by side: QPS, latency, bytes/s, errors, memory, GC, CPU.", [
         *row("Throughput and latency: client vs server", [
             panel("QPS: client vs server", "reqps", [
-                (f"sum by (transport) (transport_method_result:xfer_client_requests:rate1m{{{client_t}}})",
+                (f"sum by (transport) (transport_method_code:xfer_client_requests:rate1m{{{client_t}}})",
                  "client {{transport}}"),
                 (f"sum by (server, config, transport) (instance_transport_method:xfer_requests:rate1m{{{SRV_T}}})",
                  "server {{server}} {{transport}} {{config}}"),
@@ -173,9 +173,9 @@ def overview() -> dict[str, Any]:
                  "server {{server}} {{direction}} {{config}}"),
             ]),
             panel("Errors/s: client vs server", "reqps", [
-                (f'sum by (transport, method) (transport_method_result:xfer_client_requests:rate1m'
-                 f'{{{client_t}, result!="ok"}}) or sum by (transport, method) '
-                 f'(transport_method_result:xfer_client_requests:rate1m{{{client_t}}}) * 0',
+                (f'sum by (transport, method) (transport_method_code:xfer_client_requests:rate1m'
+                 f'{{{client_t}, code!="ok"}}) or sum by (transport, method) '
+                 f'(transport_method_code:xfer_client_requests:rate1m{{{client_t}}}) * 0',
                  "client {{transport}} {{method}}"),
                 (f"sum by (server, config, transport, method) "
                  f"(instance_transport_method:xfer_request_errors:rate1m{{{SRV_T}}})",

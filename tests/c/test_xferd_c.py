@@ -19,6 +19,9 @@ import pytest
 from tests.support.servers import SERVERS, running_server, start_server
 from xfer.v1 import file_transfer_pb2 as ft
 from xfer.v1 import frame_pb2 as fr
+from xferbench import figures, stats
+from xferbench.report import html
+from xferbench.scrape import scrape as scrape_snapshot
 
 NAME = "xferd-c"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -126,7 +129,8 @@ def test_allocator_detected_and_reported(alloc: str, tmp_path) -> None:
         text = scrape(s)  # with the connection open: its read buffer is allocated (the pool's only live block)
         c.close()
         pool = "on" if alloc == "pool" else "off"
-        assert (f'xfer_build_info{{server="xferd-c",version="0.1.0",allocator="{want}",pool="{pool}",'
+        version = s.ready["version"]
+        assert (f'xfer_build_info{{server="xferd-c",version="{version}",allocator="{want}",pool="{pool}",'
                 f'gogc="",memlimit=""}} 1') in text
         rss = metric_value(text, "process_resident_memory_bytes")
         assert rss > 0
@@ -148,6 +152,27 @@ def test_allocator_detected_and_reported(alloc: str, tmp_path) -> None:
         out = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
         assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
         assert s.stop() == 0
+
+
+def test_report_shows_what_mimalloc_measures() -> None:
+    """mimalloc exports committed bytes only; the report's figure for it is named so, and is not empty."""
+    if is_sanitizer_build():
+        pytest.skip("a sanitizer build cannot preload mimalloc")
+    with running_server(NAME, ["--alloc=mimalloc"]) as s:
+        first = scrape_snapshot(s.metrics_url)
+        c = FrameConn(s.addr("frame"))
+        for i in range(20):
+            c.call("Echo", ft.EchoRequest(payload=os.urandom(100_000)), ft.EchoResponse, seq=i + 1)
+        last = scrape_snapshot(s.metrics_url)
+        c.close()
+    assert first is not None and last is not None
+    fig = figures.server_figures([first, last])
+    assert fig["alloc_committed_bytes"] == pytest.approx(
+        (first.sum("xfer_allocator_committed_bytes") + last.sum("xfer_allocator_committed_bytes")) / 2)
+    assert fig["alloc_committed_bytes"] > 0
+    assert fig["alloc_allocated_bytes"] is None and fig["alloc_resident_bytes"] is None
+    assert stats.METRIC_INFO["alloc_committed_bytes"][1] == "allocator committed (mimalloc)"
+    assert "alloc_committed_bytes" in html.BARS
 
 
 def run_until_exit(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:

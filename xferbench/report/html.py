@@ -38,6 +38,7 @@ BARS = (
     "gc_cpu_share",
     "alloc_allocated_bytes",
     "alloc_resident_bytes",
+    "alloc_committed_bytes",
     "gen_cpu_cores",
 )
 # Time-series panels, in this order, for the columns of figures.SERIES_COLUMNS that hold data.

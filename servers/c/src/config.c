@@ -14,34 +14,35 @@ typedef enum { T_STR, T_U32, T_U64, T_DUR, T_SIZE32, T_SIZE64, T_CONNS } ftype;
 
 typedef struct {
     const char *name; /* without "--" */
+    const char *arg;  /* what the value looks like, for --help */
     ftype type;
     size_t offset;
     size_t size; /* for strings */
     const char *help;
 } flag;
 
-#define F(n, t, field, h) {n, t, offsetof(config, field), sizeof(((config *)0)->field), h}
+#define F(n, a, t, field, h) {n, a, t, offsetof(config, field), sizeof(((config *)0)->field), h}
 static const flag flags[] = {
-    F("frame-addr", T_STR, frame_addr, "frame listener host:port (port 0: any free port)"),
-    F("metrics-addr", T_STR, metrics_addr, "/metrics listener host:port"),
-    F("store", T_STR, store_spec, "mem | disk:DIR"),
-    F("max-file-size", T_SIZE64, max_file_size, "largest declared file size, bytes (or KiB/MiB/GiB)"),
-    F("max-frame", T_SIZE32, max_frame, "largest frame_len, bytes (or KiB/MiB/GiB)"),
-    F("max-chunk", T_SIZE32, max_chunk, "largest chunk / Read length / Echo payload, bytes (or KiB/MiB/GiB)"),
-    F("max-conns", T_CONNS, max_conns, "open connections: a number or auto (from RLIMIT_NOFILE)"),
-    F("max-conn-calls", T_U32, max_conn_calls, "outstanding calls per connection before reading pauses"),
-    F("max-conn-unsent", T_SIZE64, max_conn_unsent, "unwritten response bytes per connection before reading pauses"),
-    F("write-timeout", T_DUR, write_timeout_ms, "a response the client does not take for this long closes it"),
-    F("drain-timeout", T_DUR, drain_timeout_ms, "calls in flight at SIGTERM finish within this"),
-    F("max-uploads", T_U32, max_uploads, "open uploads, server-wide"),
-    F("max-uploads-per-conn", T_U32, max_uploads_per_conn, "open uploads begun on one connection"),
-    F("max-staged-bytes", T_SIZE64, max_staged_bytes, "declared sizes of all open uploads, bytes (or KiB/MiB/GiB)"),
-    F("min-chunk", T_SIZE32, min_chunk, "smallest upload chunk size unless one chunk holds the file, bytes (or KiB/MiB/GiB)"),
-    F("read-timeout", T_DUR, read_timeout_ms, "a begun frame must arrive whole within (10s, 500ms, 2m)"),
-    F("upload-idle-timeout", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
-    F("io-threads", T_U32, io_threads, "event-loop threads"),
-    F("workers", T_U32, workers, "worker threads executing calls"),
-    F("alloc", T_STR, alloc, "glibc | jemalloc | tcmalloc | mimalloc | pool"),
+    F("frame-addr", "HOST:PORT", T_STR, frame_addr, "frame listener (port 0: any free port)"),
+    F("metrics-addr", "HOST:PORT", T_STR, metrics_addr, "/metrics listener"),
+    F("store", "mem|disk:DIR", T_STR, store_spec, "file store, in memory or in a directory"),
+    F("alloc", "NAME", T_STR, alloc, "allocator: glibc, jemalloc, tcmalloc, mimalloc or pool"),
+    F("io-threads", "N", T_U32, io_threads, "event-loop threads"),
+    F("workers", "N", T_U32, workers, "worker threads executing calls"),
+    F("max-file-size", "SIZE", T_SIZE64, max_file_size, "largest declared file size"),
+    F("max-frame", "SIZE", T_SIZE32, max_frame, "largest frame_len"),
+    F("max-chunk", "SIZE", T_SIZE32, max_chunk, "largest chunk, Read length and Echo payload"),
+    F("min-chunk", "SIZE", T_SIZE32, min_chunk, "smallest upload chunk unless one chunk holds the file"),
+    F("max-conns", "N|auto", T_CONNS, max_conns, "open connections (auto: from RLIMIT_NOFILE)"),
+    F("max-conn-calls", "N", T_U32, max_conn_calls, "outstanding calls per connection before reading pauses"),
+    F("max-conn-unsent", "SIZE", T_SIZE64, max_conn_unsent, "unwritten response bytes per connection before reading pauses"),
+    F("max-uploads", "N", T_U32, max_uploads, "open uploads, server-wide"),
+    F("max-uploads-per-conn", "N", T_U32, max_uploads_per_conn, "open uploads begun on one connection"),
+    F("max-staged-bytes", "SIZE", T_SIZE64, max_staged_bytes, "declared sizes of all open uploads"),
+    F("read-timeout", "DURATION", T_DUR, read_timeout_ms, "a begun frame must arrive whole within this"),
+    F("write-timeout", "DURATION", T_DUR, write_timeout_ms, "a response the client does not take for this long closes it"),
+    F("upload-idle-timeout", "DURATION", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
+    F("drain-timeout", "DURATION", T_DUR, drain_timeout_ms, "calls in flight at SIGTERM finish within this"),
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
@@ -55,8 +56,7 @@ static int parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
-/* Plain bytes or a number with KiB, MiB, GiB (the size grammar of docs/DESIGN.md), at most limit. */
-static int parse_size(const char *s, uint64_t limit, uint64_t *out) {
+int config_parse_size(const char *s, uint64_t limit, uint64_t *out) {
     static const struct {
         const char *suffix;
         unsigned shift;
@@ -125,7 +125,7 @@ static int set_flag(config *cfg, const flag *f, const char *val, const char *ori
         return 0;
     case T_SIZE32:
     case T_SIZE64:
-        if (parse_size(val, f->type == T_SIZE32 ? UINT32_MAX : UINT64_MAX, &v)) {
+        if (config_parse_size(val, f->type == T_SIZE32 ? UINT32_MAX : UINT64_MAX, &v)) {
             snprintf(err, errlen, "%s %s: %s is not a size (bytes, or a number with KiB, MiB or GiB)", origin,
                      f->name, val);
             return -1;
@@ -155,12 +155,8 @@ static int set_flag(config *cfg, const flag *f, const char *val, const char *ori
     return -1;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: xferd-c [flags]   (each flag also reads env XFERD_<FLAG>, e.g. XFERD_MAX_FRAME)\n");
-    for (size_t i = 0; i < NFLAGS; i++) fprintf(stderr, "  --%-22s %s\n", flags[i].name, flags[i].help);
-}
-
-int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
+/* The defaults of PROTOCOL.md's limit table and of docs/DESIGN.md's ports. */
+static void config_defaults(config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     strcpy(cfg->frame_addr, "127.0.0.1:7071");
     strcpy(cfg->metrics_addr, "127.0.0.1:9102");
@@ -183,12 +179,62 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     cfg->workers = 2;
     strcpy(cfg->alloc, "glibc");
 
+}
+
+/* The flag's environment variable: XFERD_ and the name in upper case, '-' as '_'. */
+static void env_name(const flag *f, char *out, size_t cap) {
+    size_t k = (size_t)snprintf(out, cap, "XFERD_");
+    for (const char *p = f->name; *p && k + 1 < cap; p++) out[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    out[k] = '\0';
+}
+
+/* A flag's value in cfg, written as the flag takes it. */
+static void format_value(const config *cfg, const flag *f, char *out, size_t cap) {
+    const char *at = (const char *)cfg + f->offset;
+    switch (f->type) {
+    case T_STR: snprintf(out, cap, "%s", at); return;
+    case T_U32:
+    case T_SIZE32: snprintf(out, cap, "%u", (unsigned)*(const uint32_t *)at); return;
+    case T_U64:
+    case T_SIZE64: snprintf(out, cap, "%llu", (unsigned long long)*(const uint64_t *)at); return;
+    case T_CONNS:
+        if (*(const uint32_t *)at == CONFIG_CONNS_AUTO) snprintf(out, cap, "auto");
+        else snprintf(out, cap, "%u", (unsigned)*(const uint32_t *)at);
+        return;
+    case T_DUR: {
+        uint64_t ms = *(const uint64_t *)at;
+        if (ms % 1000 == 0) snprintf(out, cap, "%llus", (unsigned long long)(ms / 1000));
+        else snprintf(out, cap, "%llums", (unsigned long long)ms);
+        return;
+    }
+    }
+}
+
+static void usage(void) {
+    config d;
+    config_defaults(&d);
+    printf("usage: xferd-c [flags]\n\n"
+           "The C file-transfer server of xferbench: the frame protocol over epoll, with a switchable allocator\n"
+           "(proto/PROTOCOL.md, servers/c/README.md).\n\n"
+           "Every flag can also be set by the environment variable named beside it; the command line wins.\n"
+           "Sizes: bytes, or a whole number with KiB, MiB or GiB (65536, 64KiB, 4MiB). Durations: 500ms, 10s, 2m.\n"
+           "Allocator tunables (MALLOC_*, GLIBC_TUNABLES, TCMALLOC_*, MIMALLOC_*) pass through to the allocator.\n"
+           "XFERD_C_PRELOAD_LIB=PATH replaces the library --alloc preloads (a test hook); XFERD_C_PRELOADED is\n"
+           "set by xferd-c itself when it re-executes with the allocator preloaded.\n\n");
     for (size_t i = 0; i < NFLAGS; i++) {
-        char env[64] = "XFERD_";
-        size_t k = 6;
-        for (const char *p = flags[i].name; *p && k < sizeof env - 1; p++)
-            env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-        env[k] = '\0';
+        char env[64], def[STORE_PATH_MAX + 8];
+        env_name(&flags[i], env, sizeof env);
+        format_value(&d, &flags[i], def, sizeof def);
+        printf("  --%s %s   [env %s]\n        %s (default %s)\n", flags[i].name, flags[i].arg, env, flags[i].help, def);
+    }
+    printf("  --version\n        print the version and exit\n  -h, --help\n        print this help and exit\n");
+}
+
+int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
+    config_defaults(cfg);
+    for (size_t i = 0; i < NFLAGS; i++) {
+        char env[64];
+        env_name(&flags[i], env, sizeof env);
         const char *v = getenv(env);
         if (v && set_flag(cfg, &flags[i], v, env, err, errlen)) return -1;
     }
@@ -196,8 +242,9 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         const char *arg = argv[a];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             usage();
-            return 1;
+            return CONFIG_HELP;
         }
+        if (strcmp(arg, "--version") == 0) return CONFIG_VERSION;
         if (strncmp(arg, "--", 2) != 0) {
             snprintf(err, errlen, "unexpected argument %s", arg);
             return -1;

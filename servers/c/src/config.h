@@ -36,8 +36,16 @@ typedef struct {
 #define CONFIG_MAX_THREADS 64
 #define CONFIG_CONNS_AUTO 0 /* --max-conns auto */
 
+#define CONFIG_HELP 1    /* config_parse printed the help */
+#define CONFIG_VERSION 2 /* --version: the caller prints the version */
+
 /* Fills cfg from defaults, then env, then argv. Returns 0; on a bad flag or value writes the message
- * into err and returns -1 (exit status 2). Returns 1 for --help (usage printed). */
+ * into err and returns -1 (exit status 2). Returns CONFIG_HELP for --help (printed to stdout) and
+ * CONFIG_VERSION for --version. */
 int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* The size grammar of docs/DESIGN.md (proto/testdata/size.vectors): plain bytes, or a whole number
+ * with KiB, MiB or GiB; at most limit. Returns 0 and sets *out, or -1. */
+int config_parse_size(const char *s, uint64_t limit, uint64_t *out);
 
 #endif

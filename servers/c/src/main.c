@@ -15,7 +15,9 @@
 #include "stats.h"
 #include "store.h"
 
-#define XFERD_VERSION "0.1.0"
+#ifndef XFERD_VERSION /* set by the Makefile from `git describe --always --dirty` */
+#define XFERD_VERSION "unknown"
+#endif
 #define MAIN_TICK_MS 250 /* how often idle uploads are expired */
 #define ERR_LEN 1024
 #define FD_HEADROOM 64      /* descriptors kept out of --max-conns auto: store, listeners, metrics */
@@ -38,7 +40,11 @@ int main(int argc, char **argv) {
     char err[ERR_LEN];
     int pc = config_parse(&cfg, argc, argv, err, sizeof err);
     if (pc < 0) return fail(2, "%s", err);
-    if (pc > 0) return 0;
+    if (pc == CONFIG_VERSION) {
+        printf("xferd-c %s\n", XFERD_VERSION);
+        return 0;
+    }
+    if (pc == CONFIG_HELP) return 0;
 
     /* 1. the allocator: preload (re-exec) when asked, then detect what really serves malloc */
     if (allocdet_preload(cfg.alloc, argv, err, sizeof err) != 0) return fail(1, "%s", err);

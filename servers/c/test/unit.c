@@ -12,6 +12,7 @@
 
 #include "blk.h"
 #include "bodydiff.h"
+#include "config.h"
 #include "frame.h"
 #include "gen.h"
 #include "gencache.h"
@@ -233,6 +234,27 @@ static void gen_vector(const vec_line *l, void *ctx) {
     CHECK(gen_parse_name(name, strlen(name), UINT64_MAX, &ps, &pseed, &e) == 0 && ps == size && pseed == seed,
           "line %d: parse %s", l->line, name);
     free(want);
+}
+
+/* ---------- size.vectors ---------- */
+
+static int n_size;
+
+static void size_vector(const vec_line *l, void *ctx) {
+    (void)ctx;
+    n_size++;
+    CHECK(l->nfields == 2, "size.vectors line %d: want 2 fields", l->line);
+    if (l->nfields != 2) return;
+    uint64_t got = 0;
+    int rc = config_parse_size(l->field[0], UINT64_MAX, &got);
+    if (strcmp(l->field[1], "error") == 0) {
+        CHECK(rc != 0, "size.vectors line %d: \"%s\" parsed as %llu, want an error", l->line, l->field[0],
+              (unsigned long long)got);
+        return;
+    }
+    uint64_t want = strtoull(l->field[1], NULL, 10);
+    CHECK(rc == 0 && got == want, "size.vectors line %d: \"%s\" gave rc %d, %llu; want %llu", l->line, l->field[0], rc,
+          (unsigned long long)got, (unsigned long long)want);
 }
 
 static void test_gen_names(void) {
@@ -868,7 +890,8 @@ int main(int argc, char **argv) {
     int nf = vec_each(vdir, "frames.vectors", frame_vector, NULL);
     int nb = vec_each(vdir, "bodies.vectors", body_vector, NULL);
     int ng = vec_each(vdir, "gen.vectors", gen_vector, NULL);
-    CHECK(nf > 0 && nb > 0 && ng > 0, "vectors readable in %s", vdir);
+    int ns = vec_each(vdir, "size.vectors", size_vector, NULL);
+    CHECK(nf > 0 && nb > 0 && ng > 0 && ns > 0, "vectors readable in %s", vdir);
     test_gen_names();
     test_pbwire();
     test_names();
@@ -893,7 +916,8 @@ int main(int argc, char **argv) {
     mem_shutdown();
     mem_init(MEM_SYSTEM);
     mem_shutdown();
-    printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen\n", n_req, n_resp, n_parse, n_bodies, n_gen);
+    printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen, %d size\n", n_req, n_resp, n_parse, n_bodies,
+           n_gen, n_size);
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

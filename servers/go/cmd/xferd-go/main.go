@@ -9,15 +9,19 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
+
+	"google.golang.org/grpc"
 
 	"xferbench/servers/go/internal/config"
 	"xferbench/servers/go/internal/metrics"
 	"xferbench/servers/go/internal/server"
 )
 
-// version is stamped with -ldflags "-X main.version=..." by release builds.
-var version = "0.1.0"
+// version is stamped at build time with -ldflags "-X main.version=..." from
+// `git describe --always --dirty` (the top-level Makefile); "unknown" otherwise.
+var version = "unknown"
 
 // Exit statuses of PROTOCOL.md's process interface.
 const (
@@ -29,8 +33,12 @@ const (
 func main() { os.Exit(run()) }
 
 func run() int {
-	cfg, err := config.Parse(os.Args[1:], os.Getenv, os.Stderr)
+	cfg, err := config.Parse(os.Args[1:], os.Getenv, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if errors.Is(err, config.ErrVersion) {
+		fmt.Printf("xferd-go %s (%s, grpc-go %s)\n", version, runtime.Version(), grpc.Version)
 		return exitOK
 	}
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // XFERD_MAX_FRAME.
 const EnvPrefix = "XFERD_"
 
-// Defaults of the addresses (DESIGN.md ports) and of the grpc-go settings
+// Defaults of the addresses (the ports of docs/DESIGN.md) and of the grpc-go settings
 // (0 keeps grpc-go's own default).
 const (
 	DefaultGRPCAddr          = "127.0.0.1:50051"
@@ -61,8 +61,15 @@ func EnvName(flagName string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// ErrVersion is returned by Parse for --version: the caller prints the version and exits 0.
+var ErrVersion = errors.New("version requested")
+
+// versionFlag is the one flag that is not a setting: it has no environment variable.
+const versionFlag = "version"
+
 // Parse reads args (without the program name) and env (os.Getenv-like).
-// Usage and errors go to out. flag.ErrHelp is returned for -h.
+// The help text goes to out. flag.ErrHelp is returned for -h and --help,
+// ErrVersion for --version.
 func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	c := &Config{Store: "mem", Pool: true, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm}
 	fs := flag.NewFlagSet("xferd-go", flag.ContinueOnError)
@@ -72,10 +79,12 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, e
 	c.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(out)
-			fs.PrintDefaults()
+			printUsage(fs, out)
 		}
 		return nil, err
+	}
+	if fs.Lookup(versionFlag).Value.String() == "true" {
+		return nil, ErrVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -94,7 +103,7 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(EnvName(f.Name))
-		if err != nil || given[f.Name] || v == "" {
+		if err != nil || given[f.Name] || f.Name == versionFlag || v == "" {
 			return
 		}
 		if e := fs.Set(f.Name, v); e != nil {
@@ -106,79 +115,41 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 
 func (c *Config) register(fs *flag.FlagSet) {
 	l := &c.Limits
-	fs.StringVar(&c.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "gRPC listen address (port 0: any free port)")
-	fs.StringVar(&c.FrameAddr, "frame-addr", DefaultFrameAddr, "frame protocol listen address")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", DefaultMetricsAddr, "/metrics and /debug/pprof listen address")
-	fs.StringVar(&c.Store, "store", c.Store, "file store: mem or disk:DIR")
-	fs.Func("pool", "sync.Pool chunk buffers: on or off (default on)", func(s string) error {
-		return parseOnOff(s, &c.Pool)
-	})
-	fs.Func("gogc", "GC percent (int) or off; default: the runtime's (GOGC env)", func(s string) error {
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "gRPC listen address, `HOST:PORT` (port 0: any free port)")
+	fs.StringVar(&c.FrameAddr, "frame-addr", DefaultFrameAddr, "frame protocol listen address, `HOST:PORT`")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", DefaultMetricsAddr, "/metrics and /debug/pprof listen address, `HOST:PORT`")
+	fs.StringVar(&c.Store, "store", c.Store, "file store, in memory or in a directory: `mem|disk:DIR`")
+	fs.Var(onOffValue{&c.Pool}, "pool", "sync.Pool chunk buffers, `on|off`")
+	fs.Func("gogc", "GC percent, `PERCENT|off` (default: the runtime's, from GOGC, else 100)", func(s string) error {
 		v, err := parseGOGC(s)
 		c.GOGC = &v
 		return err
 	})
-	fs.Func("memlimit", "soft memory limit: bytes with optional KiB/MiB/GiB/TiB suffix, or off; default: the runtime's (GOMEMLIMIT env)", func(s string) error {
+	fs.Func("memlimit", "soft memory limit, `SIZE|off` (default: the runtime's, from GOMEMLIMIT, else off)", func(s string) error {
 		v, err := parseMemLimit(s)
 		c.MemLimit = &v
 		return err
 	})
-	sizeVar(fs, &l.MaxFileSize, "max-file-size", "largest declared file size, bytes", math.MaxInt64)
-	size32Var(fs, &l.MaxFrame, "max-frame", "largest frame_len, bytes (also gRPC's message limits)")
-	size32Var(fs, &l.MaxChunk, "max-chunk", "largest chunk size, Read length and Echo payload, bytes")
-	fs.Func("max-conns", "open connections per listener: a number or auto (default auto: from RLIMIT_NOFILE)", func(s string) error {
-		return parseMaxConns(s, &l.MaxConns)
-	})
+	fs.Var(sizeValue[uint64]{&l.MaxFileSize, math.MaxInt64}, "max-file-size", "largest declared file size, `SIZE`")
+	fs.Var(sizeValue[uint32]{&l.MaxFrame, math.MaxUint32}, "max-frame", "largest frame_len (also gRPC's message limits), `SIZE`")
+	fs.Var(sizeValue[uint32]{&l.MaxChunk, math.MaxUint32}, "max-chunk", "largest chunk size, Read length and Echo payload, `SIZE`")
+	fs.Var(maxConnsValue{&l.MaxConns}, "max-conns", "open connections per listener, `N|auto` (auto: from RLIMIT_NOFILE)")
 	fs.IntVar(&l.MaxUploads, "max-uploads", l.MaxUploads, "open uploads, server-wide")
 	fs.IntVar(&l.MaxUploadsPerConn, "max-uploads-per-conn", l.MaxUploadsPerConn, "open uploads begun on one connection")
-	sizeVar(fs, &l.MaxStagedBytes, "max-staged-bytes", "declared sizes of all open uploads, bytes", math.MaxInt64)
-	size32Var(fs, &l.MinChunk, "min-chunk", "smallest upload chunk size unless one chunk holds the file, bytes")
+	fs.Var(sizeValue[uint64]{&l.MaxStagedBytes, math.MaxInt64}, "max-staged-bytes", "declared sizes of all open uploads, `SIZE`")
+	fs.Var(sizeValue[uint32]{&l.MinChunk, math.MaxUint32}, "min-chunk", "smallest upload chunk unless one chunk holds the file, `SIZE`")
 	fs.DurationVar(&l.ReadTimeout, "read-timeout", l.ReadTimeout, "time for a begun frame to arrive whole")
 	fs.DurationVar(&l.UploadIdleTimeout, "upload-idle-timeout", l.UploadIdleTimeout, "an upload with no call for this long is aborted")
 	fs.IntVar(&l.MaxConnCalls, "max-conn-calls", l.MaxConnCalls, "outstanding calls per connection before reading pauses")
-	sizeVar(fs, &l.MaxConnUnsent, "max-conn-unsent", "unwritten response bytes per connection before reading pauses", math.MaxInt64)
+	fs.Var(sizeValue[uint64]{&l.MaxConnUnsent, math.MaxInt64}, "max-conn-unsent", "unwritten response bytes per connection before reading pauses, `SIZE`")
 	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "a response the client does not take for this long closes its connection")
 	fs.DurationVar(&l.DrainTimeout, "drain-timeout", l.DrainTimeout, "calls in flight at SIGTERM finish within this, then connections close")
-	window := func(dst *int32) func(string) error {
-		return func(s string) error {
-			v, err := parseSize(s, math.MaxInt32)
-			*dst = int32(v)
-			return err
-		}
-	}
-	fs.Func("grpc-initial-window-size", "grpc-go stream window, bytes (0: grpc-go default)", window(&c.GRPCInitialWindowSize))
-	fs.Func("grpc-initial-conn-window-size", "grpc-go connection window, bytes (0: grpc-go default)", window(&c.GRPCInitialConnWindowSize))
-	intSizeVar(fs, &c.GRPCReadBufferSize, "grpc-read-buffer-size", "grpc-go read buffer, bytes (0: grpc-go default)")
-	intSizeVar(fs, &c.GRPCWriteBufferSize, "grpc-write-buffer-size", "grpc-go write buffer, bytes (0: grpc-go default)")
-	fs.Func("grpc-max-concurrent-streams", fmt.Sprintf("streams per gRPC connection (default %d)", DefaultMaxConcurrentStrm), func(s string) error {
-		v, err := strconv.ParseUint(s, 10, 32)
-		c.GRPCMaxConcurrentStreams = uint32(v)
-		return err
-	})
-}
-
-func sizeVar(fs *flag.FlagSet, dst *uint64, name, usage string, limit uint64) {
-	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, *dst), func(s string) error {
-		v, err := parseSize(s, limit)
-		*dst = v
-		return err
-	})
-}
-
-func size32Var(fs *flag.FlagSet, dst *uint32, name, usage string) {
-	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, *dst), func(s string) error {
-		v, err := parseSize(s, math.MaxUint32)
-		*dst = uint32(v)
-		return err
-	})
-}
-
-func intSizeVar(fs *flag.FlagSet, dst *int, name, usage string) {
-	fs.Func(name, usage, func(s string) error {
-		v, err := parseSize(s, math.MaxInt32)
-		*dst = int(v)
-		return err
-	})
+	fs.Var(sizeValue[int32]{&c.GRPCInitialWindowSize, math.MaxInt32}, "grpc-initial-window-size", "grpc-go stream window, `SIZE` (0: grpc-go's own default)")
+	fs.Var(sizeValue[int32]{&c.GRPCInitialConnWindowSize, math.MaxInt32}, "grpc-initial-conn-window-size", "grpc-go connection window, `SIZE` (0: grpc-go's own default)")
+	fs.Var(sizeValue[int]{&c.GRPCReadBufferSize, math.MaxInt32}, "grpc-read-buffer-size", "grpc-go read buffer, `SIZE` (0: grpc-go's own default)")
+	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default)")
+	fs.Var(uint32Value{&c.GRPCMaxConcurrentStreams}, "grpc-max-concurrent-streams", "streams per gRPC connection, `N`")
+	fs.Bool(versionFlag, false, "print the version and exit")
 }
 
 func (c *Config) validate() error {
@@ -213,33 +184,6 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// parseMaxConns reads "auto" (limits.AutoConns, resolved at start from
-// RLIMIT_NOFILE) or a positive count.
-func parseMaxConns(s string, dst *int) error {
-	if s == "auto" {
-		*dst = limits.AutoConns
-		return nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 {
-		return fmt.Errorf("want auto or a positive integer, got %q", s)
-	}
-	*dst = v
-	return nil
-}
-
-func parseOnOff(s string, dst *bool) error {
-	switch s {
-	case "on":
-		*dst = true
-	case "off":
-		*dst = false
-	default:
-		return fmt.Errorf("want on or off, got %q", s)
-	}
-	return nil
-}
-
 func parseGOGC(s string) (int, error) {
 	if s == "off" {
 		return -1, nil
@@ -255,34 +199,8 @@ func parseMemLimit(s string) (int64, error) {
 	if s == "off" {
 		return math.MaxInt64, nil
 	}
-	v, err := parseSize(s, math.MaxInt64)
+	v, err := ParseSize(s, math.MaxInt64)
 	return int64(v), err
-}
-
-// sizeSuffixes are the binary units accepted after a byte count, as
-// GOMEMLIMIT spells them.
-var sizeSuffixes = []struct {
-	suffix string
-	mult   uint64
-}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-
-// parseSize reads "N" or "N<unit>" with a binary unit, at most limit.
-func parseSize(s string, limit uint64) (uint64, error) {
-	num, mult := s, uint64(1)
-	for _, u := range sizeSuffixes {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = n, u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("want bytes with optional KiB/MiB/GiB/TiB suffix, got %q", s)
-	}
-	if v > limit/mult {
-		return 0, fmt.Errorf("%q exceeds the limit %d", s, limit)
-	}
-	return v * mult, nil
 }
 
 // Getenv is os.Getenv, named for callers that pass it to Parse.

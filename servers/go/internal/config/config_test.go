@@ -1,8 +1,11 @@
 package config
 
 import (
+	"errors"
+	"flag"
 	"io"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,7 +58,7 @@ func TestBad(t *testing.T) {
 		{"--pool", "maybe"}, {"--gogc", "-5"}, {"--memlimit", "1XB"}, {"--max-frame", "4"},
 		{"--store", "s3"}, {"--max-conns", "0"}, {"--read-timeout", "0s"}, {"--nope"},
 		{"--max-frame", "5GiB"}, {"extra"}, {"--max-conns", "lots"}, {"--max-conn-calls", "0"},
-		{"--write-timeout", "0s"},
+		{"--write-timeout", "0s"}, {"--memlimit", "1TiB"}, {"--max-chunk", "64B"}, {"--version=maybe"},
 	} {
 		if _, err := Parse(args, env(nil), io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
@@ -86,5 +89,24 @@ func TestUploadLimits(t *testing.T) {
 		if _, err := Parse(args, env(nil), io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	var help strings.Builder
+	if _, err := Parse([]string{"--help"}, env(nil), &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"XFERD_MAX_FRAME", "(default 8388608)", "--version", "GOMEMLIMIT"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help does not mention %q:\n%s", want, help.String())
+		}
+	}
+	if _, err := Parse([]string{"--pool=off", "--version"}, env(nil), io.Discard); !errors.Is(err, ErrVersion) {
+		t.Fatalf("--version: %v", err)
+	}
+	// --version is not a setting: no environment variable turns it on.
+	if _, err := Parse(nil, env(map[string]string{"XFERD_VERSION": "true"}), io.Discard); err != nil {
+		t.Fatalf("XFERD_VERSION: %v", err)
 	}
 }

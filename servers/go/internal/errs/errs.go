@@ -33,7 +33,7 @@ const (
 // cancelled stream) still gets a metrics label of the same family.
 var snake = map[codes.Code]string{
 	codes.OK:                 "ok",
-	codes.Canceled:           "canceled",
+	codes.Canceled:           "cancelled", // gRPC's own spelling (CANCELLED), as Python's grpc.StatusCode
 	codes.Unknown:            "unknown",
 	codes.InvalidArgument:    "invalid_argument",
 	codes.DeadlineExceeded:   "deadline_exceeded",

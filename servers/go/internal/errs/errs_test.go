@@ -30,7 +30,7 @@ func TestCodeOf(t *testing.T) {
 	}{
 		{nil, "ok"},
 		{New(DataLoss, "x"), "data_loss"},
-		{status.Error(codes.Canceled, "gone"), "canceled"},
+		{status.Error(codes.Canceled, "gone"), "cancelled"},
 		{errors.New("plain"), "internal"},
 	}
 	for _, c := range cases {

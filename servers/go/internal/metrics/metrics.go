@@ -1,5 +1,5 @@
 // Package metrics owns the server's private Prometheus registry: the shared
-// xfer_* names of DESIGN.md, the Go runtime (with the GC-pause histogram of
+// xfer_* names of docs/DESIGN.md, the Go runtime (with the GC-pause histogram of
 // runtime/metrics) and process collectors, and the admin mux that serves
 // /metrics and /debug/pprof.
 package metrics
