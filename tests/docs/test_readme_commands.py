@@ -16,7 +16,7 @@ import pytest
 from tests.docs.markdown import Command, shell_commands
 from tests.support.server_help import help_flags, help_text
 from tests.support.servers import ROOT, RunningServer, running_server
-from xferbench import stack
+from xferbench.process import free_port
 
 README = ROOT / "README.md"
 VENV_BIN = Path(sys.executable).parent
@@ -127,7 +127,7 @@ def test_client_commands_work_as_written(servers: dict[str, RunningServer], tmp_
 def test_stack_commands_work_as_written(tmp_path: Path) -> None:
     """Each `stack up` line, then `status` and `down`, on a private folder and a free port."""
     private = ["--dir", str(tmp_path)]
-    listen = ["--listen", f"127.0.0.1:{stack.free_port()}"]
+    listen = ["--listen", f"127.0.0.1:{free_port()}"]
     ups = [c for c in matching(STACK) if c.argv[2] == "up"]
     rest = {c.argv[2]: c for c in matching(STACK) if c.argv[2] != "up"}
     assert ups and set(rest) == {"status", "down"}

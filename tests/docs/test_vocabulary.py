@@ -203,9 +203,7 @@ def client_families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Famil
 
 def test_client_metrics_are_the_documented_ones(client_families: dict[str, Family]) -> None:
     requests = client_families["xfer_client_requests_total"]
-    if "result" in requests.labels:
-        pytest.xfail("loadgen still labels a call's outcome `result` (ok|error); issue 13 renames it `code`, "
-                     "as DESIGN.md writes it (the loadgen side of the issue)")
+    assert "code" in requests.labels and "result" not in requests.labels, requests.labels
     doc = design.client_metrics()
     problems = []
     for fam in client_families.values():

@@ -12,16 +12,18 @@ from xferbench import experiment as xe
 
 
 @pytest.mark.parametrize(("text", "want"), [
-    ("0", 0), ("512", 512), ("65536", 65536), ("64KiB", 65536), ("1MiB", 1 << 20), ("1.5MiB", 3 << 19),
-    ("4MiB", 4 << 20), ("1GiB", 1 << 30), (" 2MiB ", 2 << 20), (4096, 4096),
+    ("0", 0), ("512", 512), ("65536", 65536), ("64KiB", 65536), ("1MiB", 1 << 20),
+    ("4MiB", 4 << 20), ("1GiB", 1 << 30), (4096, 4096),
 ])
 def test_accepted(text: str | int, want: int) -> None:
     assert parse_size(text) == want
 
 
-@pytest.mark.parametrize("text", ["", "x", "-1", "1e3", "4KB", "4kb", "2 MiB", "2mib", "1.3KiB", "256B", "1.", True])
+@pytest.mark.parametrize(
+    "text", ["", "x", "-1", "1e3", "4KB", "4kb", "2 MiB", "2mib", "1.3KiB", "1.5MiB", "256B", "1.", " 64KiB", True]
+)
 def test_refused_with_the_grammar_in_the_message(text: str | bool) -> None:
-    with pytest.raises(ValueError, match=r"size|whole number of bytes"):
+    with pytest.raises(ValueError, match=r"size"):
         parse_size(text)
 
 
