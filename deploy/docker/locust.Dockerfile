@@ -8,6 +8,7 @@ COPY pyproject.toml README.md ./
 COPY py_client/ py_client/
 COPY xfer/ xfer/
 COPY xferbench/ xferbench/
+COPY loadgen/ loadgen/
 RUN pip install . && useradd --system --uid 10001 --create-home locust
 USER locust
 EXPOSE 8089 5557 9646

@@ -32,7 +32,8 @@ NOT_RUN = {
     r"^docker compose ": "needs Docker, which this machine and CI lack: tests/deploy/test_static.py checks the "
     "compose file against the Compose Specification",
 }
-QUICK = (r"^\.venv/bin/xferbench (--help|list)$", r"^build/bin/xferd-(go|c) (--help|--version)$")
+QUICK = (r"^\.venv/bin/xferbench (--help|list)$", r"^build/bin/xferd-(go|c) (--help|--version)$",
+         r"^\.venv/bin/python -m loadgen$")
 SERVER = r"^(\w+=\S+ )*build/bin/xferd-(go|c) (?!--help$|--version$)"
 CLIENT = (r"^head -c \d+ /dev/urandom > \S+$", r"^\.venv/bin/python -m py_client ")
 STACK = r"^xferbench stack (up|status|down)\b"
