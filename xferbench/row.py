@@ -84,6 +84,7 @@ class RunRow:
     alloc_allocated_bytes: float | None = None
     alloc_resident_bytes: float | None = None
     alloc_resident_peak_bytes: float | None = None
+    alloc_committed_bytes: float | None = None  # mimalloc exports this one only
     scrape_check: dict[str, Any] | None = None  # with PromQL: the same server figures from the built-in scraper
 
     # --- files beside runs.jsonl ----------------------------------------------------------------------
