@@ -23,6 +23,15 @@ SRV_T = 'server=~"$server", config=~"$config", transport=~"$transport"'
 CONFIG = 'instance:xfer_build_info:config{server=~"$server", config=~"$config"}'
 JOIN = f"* on (job, instance) group_left (config) {CONFIG}"
 
+# Grafana's window for rate(): at least four scrape intervals at any zoom, so a rate always has samples.
+RATE = "$__rate_interval"
+SERVER_BUCKETS = 'xfer_request_duration_seconds_bucket{job="xferd", server=~"$server", transport=~"$transport"}'
+
+
+def server_quantile(q: float, by: str) -> str:
+    """The servers' q-quantile request duration, from their histograms, grouped by the labels in by."""
+    return f"histogram_quantile({q}, sum by ({by}, le) (rate({SERVER_BUCKETS}[{RATE}]) {JOIN}))"
+
 
 def target(expr: str, legend: str, ref: str, *, instant: bool = False) -> dict[str, Any]:
     return {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend,
@@ -131,7 +140,6 @@ def dashboard(uid: str, title: str, desc: str, panels: list[dict[str, Any]], *,
 
 
 def overview() -> dict[str, Any]:
-    rate = "$__rate_interval"
     client_t = 'transport=~"$transport"'
     return dashboard("xferbench-overview", "xferbench — overview",
                      "Client (Locust) and server side by side: QPS, latency, bytes/s, errors, memory, GC, CPU.", [
@@ -145,15 +153,11 @@ def overview() -> dict[str, Any]:
                     "begin + chunks + commit; a gRPC upload is one stream)."),
             panel("P95 / P99 latency, all methods: client vs server", "s", [
                 (f"histogram_quantile(0.95, sum by (transport, le) (rate(xfer_client_request_duration_seconds_bucket"
-                 f"{{job=\"locust\", {client_t}}}[{rate}])))", "client P95 {{transport}}"),
+                 f"{{job=\"locust\", {client_t}}}[{RATE}])))", "client P95 {{transport}}"),
                 (f"histogram_quantile(0.99, sum by (transport, le) (rate(xfer_client_request_duration_seconds_bucket"
-                 f"{{job=\"locust\", {client_t}}}[{rate}])))", "client P99 {{transport}}"),
-                (f"histogram_quantile(0.95, sum by (server, config, transport, le) (rate(xfer_request_duration_seconds"
-                 f"_bucket{{job=\"xferd\", server=~\"$server\", transport=~\"$transport\"}}[{rate}]) {JOIN}))",
-                 "server P95 {{server}} {{transport}} {{config}}"),
-                (f"histogram_quantile(0.99, sum by (server, config, transport, le) (rate(xfer_request_duration_seconds"
-                 f"_bucket{{job=\"xferd\", server=~\"$server\", transport=~\"$transport\"}}[{rate}]) {JOIN}))",
-                 "server P99 {{server}} {{transport}} {{config}}"),
+                 f"{{job=\"locust\", {client_t}}}[{RATE}])))", "client P99 {{transport}}"),
+                (server_quantile(0.95, "server, config, transport"), "server P95 {{server}} {{transport}} {{config}}"),
+                (server_quantile(0.99, "server, config, transport"), "server P99 {{server}} {{transport}} {{config}}"),
             ], desc="From histograms (client buckets equal the servers'), never from Locust's rounded samples."),
             panel("P95 by method: client vs server", "s", [
                 (f"transport_method:xfer_client_request_duration_seconds:p95_1m{{{client_t}}}",
@@ -214,9 +218,9 @@ def overview() -> dict[str, Any]:
                     "properties, mi_process_info, the pool's counters)."),
             panel("Buffer pool: gets vs new buffers per second", "ops", [
                 (f'sum by (server, config) (rate(xfer_buffer_pool_gets_total{{job="xferd", server=~"$server"}}'
-                 f"[{rate}]) {JOIN})", "gets {{server}} {{config}}"),
+                 f"[{RATE}]) {JOIN})", "gets {{server}} {{config}}"),
                 (f'sum by (server, config) (rate(xfer_buffer_pool_news_total{{job="xferd", server=~"$server"}}'
-                 f"[{rate}]) {JOIN})", "new {{server}} {{config}}"),
+                 f"[{RATE}]) {JOIN})", "new {{server}} {{config}}"),
             ], desc="With the pool on, new buffers should be a small fraction of gets."),
         ]),
         *row("Go GC", [
@@ -244,8 +248,6 @@ def overview() -> dict[str, Any]:
 
 
 def allocators() -> dict[str, Any]:
-    rate = "$__rate_interval"
-    bucket = 'xfer_request_duration_seconds_bucket{job="xferd", server=~"$server", transport=~"$transport"}'
     return dashboard("xferbench-allocators", "xferbench — allocator comparison",
                      "Configurations side by side (allocator, pool, GOGC, GOMEMLIMIT from xfer_build_info).", [
         *row("Side by side (selected time range)", [
@@ -253,7 +255,7 @@ def allocators() -> dict[str, Any]:
                 (f"sum by (config) (instance_transport_method:xfer_requests:rate1m{{{SRV_T}}})", "{{config}}"),
             ], kind="bargauge", w=8),
             panel("P99 latency by configuration", "s", [
-                (f"histogram_quantile(0.99, sum by (config, le) (rate({bucket}[{rate}]) {JOIN}))", "{{config}}"),
+                (server_quantile(0.99, "config"), "{{config}}"),
             ], kind="bargauge", w=8),
             panel("Peak RSS by configuration", "bytes", [
                 (f"max by (config) (max_over_time(instance:process_resident_memory_bytes:max1m{{{SRV}}}[$__range]))",
@@ -276,7 +278,7 @@ def allocators() -> dict[str, Any]:
         ]),
         *row("Over time, one line per configuration", [
             panel("P95 latency", "s", [
-                (f"histogram_quantile(0.95, sum by (config, le) (rate({bucket}[{rate}]) {JOIN}))", "{{config}}"),
+                (server_quantile(0.95, "config"), "{{config}}"),
             ]),
             panel("RSS", "bytes", [
                 (f"max by (config) (instance:process_resident_memory_bytes:current{{{SRV}}})", "{{config}}"),

@@ -6,13 +6,13 @@ succeeds (each transport), and the sentinel committed at start still has its siz
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from py_client import FrameClient, GrpcClient
 from py_client.content import crc32, gen_bytes
-from tests.support.pool import ServerPool
+from tests.support.pool import ServerPool, module_pool
 from tests.support.servers import SERVERS, RunningServer, selected_servers
 
 SENTINEL = "sentinel.bin"
@@ -44,18 +44,20 @@ def check_healthy(s: RunningServer) -> None:
             assert c.download(SENTINEL, chunk_size=65536).data == SENTINEL_DATA
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    p = ServerPool(tmp_path_factory, on_start=upload_sentinel)
-    yield p
-    p.close()
+pool = module_pool(on_start=upload_sentinel)
+
+
+@pytest.fixture
+def health_check() -> Callable[[RunningServer], None]:
+    """How still_healthy checks each server; a module whose servers settle asynchronously overrides it."""
+    return check_healthy
 
 
 @pytest.fixture(autouse=True)
-def still_healthy(pool: ServerPool) -> Iterator[None]:
+def still_healthy(pool: ServerPool, health_check: Callable[[RunningServer], None]) -> Iterator[None]:
     yield
     for s in pool.running():
-        check_healthy(s)
+        health_check(s)
 
 
 @pytest.fixture(params=FRAME_SERVERS)

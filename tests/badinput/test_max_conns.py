@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
 from tests.badinput.conftest import check_healthy, upload_sentinel
-from tests.support.pool import ServerPool
+from tests.support.pool import module_pool
 from tests.support.raw_frame import RawConn
 from tests.support.servers import RunningServer
 from xfer.v1 import file_transfer_pb2 as ft
@@ -32,18 +32,18 @@ def eventually(fn: Callable[[], T], what: str) -> T:
             time.sleep(0.02)  # poll interval while the server reaps closed connections
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    p = ServerPool(tmp_path_factory, args=[f"--max-conns={MAX_CONNS}"], on_start=upload_sentinel)
-    yield p
-    p.close()
+pool = module_pool(args=[f"--max-conns={MAX_CONNS}"], on_start=upload_sentinel)
 
 
-@pytest.fixture(autouse=True)
-def still_healthy(pool: ServerPool) -> Iterator[None]:
-    yield
-    for s in pool.running():
-        eventually(lambda s=s: check_healthy(s), f"{s.kind.name} healthy after the test")  # type: ignore[misc]
+@pytest.fixture
+def health_check() -> Callable[[RunningServer], None]:
+    """Healthy once the server has reaped the test's closed connections: until then the check's own
+    connections can be over --max-conns."""
+
+    def settled(s: RunningServer) -> None:
+        eventually(lambda: check_healthy(s), f"{s.kind.name} healthy after the test")
+
+    return settled
 
 
 def echo(conn: RawConn, payload: bytes) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from py_client import FrameClient
 from py_client.frame import encode_request
 from tests.badinput.conftest import upload_sentinel
-from tests.support.pool import ServerPool
+from tests.support.pool import module_pool
 from tests.support.raw_frame import RawConn
 from tests.support.servers import RunningServer
 from xfer.v1 import file_transfer_pb2 as ft
@@ -19,11 +18,7 @@ READ_TIMEOUT_S = 1.0
 DROP_DEADLINE_S = 8.0  # generous bound: the server must drop the staller well before this
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    p = ServerPool(tmp_path_factory, args=["--read-timeout=1s"], on_start=upload_sentinel)
-    yield p
-    p.close()
+pool = module_pool(args=["--read-timeout=1s"], on_start=upload_sentinel)
 
 
 @pytest.mark.parametrize("cut", [2, 8, 30], ids=["in-length", "after-prefix", "in-body"])

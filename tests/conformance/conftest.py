@@ -7,18 +7,13 @@ from collections.abc import Iterator
 import pytest
 
 from py_client import FrameClient, GrpcClient, connect
-from tests.support.pool import ServerPool
+from tests.support.pool import ServerPool, module_pool
 from tests.support.servers import RunningServer, server_transports
 
 PAIRS = server_transports()
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    """One process per server kind for the whole module, with a disk store."""
-    p = ServerPool(tmp_path_factory)
-    yield p
-    p.close()
+pool = module_pool()  # one process per server kind for the whole module, with a disk store
 
 
 @pytest.fixture(params=PAIRS, ids=[f"{s}-{t}" for s, t in PAIRS])

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
 from py_client import XferError, connect
 from py_client.content import crc32, gen_bytes
-from tests.support.pool import ServerPool
+from tests.support.pool import module_pool
 from tests.support.servers import RunningServer
 
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    p = ServerPool(tmp_path_factory, store="mem")
-    yield p
-    p.close()
+pool = module_pool(store="mem")
 
 
 def test_mem_store_round_trip(target: str, pair: tuple[str, str]) -> None:

@@ -26,6 +26,7 @@ MALFORMED_HEADER = "invalid_argument: malformed request header"
 OVER_32_BITS = 1 << 32
 
 
+# Written apart from proto/testdata/make_vectors.py's encoder on purpose: each cross-checks the other.
 def varint(v: int) -> bytes:
     out = bytearray()
     while v >= 0x80:

@@ -10,18 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.pool import ServerPool
+from tests.support.pool import ServerPool, module_pool
 from tests.support.servers import server_transports
 from tests.support.toxiproxy import ProxiedServer, Toxiproxy, running_toxiproxy
 
 PAIRS = server_transports()
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    p = ServerPool(tmp_path_factory)
-    yield p
-    p.close()
+pool = module_pool()
 
 
 @pytest.fixture(scope="module")

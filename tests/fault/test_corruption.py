@@ -7,7 +7,6 @@ server's CRC-32; Locust with `--xfer-verify on` counts the mismatch and `--xfer-
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ FRAME_SERVERS = [s for s in selected_servers() if "frame" in SERVERS[s].transpor
 CHUNK = 64 << 10
 DATA = gen_bytes(5 * CHUNK + 7, 11)
 EXIT_CHECK_FAILED = 3  # loadgen: an --xfer-check condition failed
-
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    p = ServerPool(tmp_path_factory)
-    yield p
-    p.close()
 
 
 @pytest.fixture(params=FRAME_SERVERS)

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
 
 from xferbench import experiment as xe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def one_round(name: str) -> str:
+    """The head of an experiment TOML whose every cell runs once and alone (one round, no duet) over the frame
+    transport; [load] is left open, for the test's own load keys and then its [[servers]]."""
+    return f'[experiment]\nname = "{name}"\nrepeats = 1\nduet = false\n[load]\ntransport = "frame"\n'
+
+
+def xferbench_run(*args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m xferbench run ARGS --quick` from the repository root, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "xferbench", "run", *args, "--quick"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=env)
 
 
 def experiment_file(path: Path, text: str) -> xe.Experiment:

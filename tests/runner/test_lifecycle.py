@@ -35,7 +35,15 @@ from xferbench.targets import FileSDRegistry
 ROOT = Path(__file__).resolve().parents[2]
 GEN_CPU = (os.cpu_count() or 1) - 1  # the generator's CPU; the server gets CPU 0
 
-LOAD = """
+
+def _experiment_head(name: str, repeats: int) -> str:
+    """The [experiment] and [load] tables of every experiment here: 1 s of warm-up, then 2 s of a small mixed
+    load over the frame transport."""
+    return f"""
+[experiment]
+name = "{name}"
+repeats = {repeats}
+warmup_s = 1
 [load]
 users = 2
 spawn_rate = 2
@@ -45,6 +53,16 @@ sizes = "64KiB"
 chunk = "16KiB"
 transport = "frame"
 """
+
+
+def _disk_server(tmp_path: Path, server: str, label: str, *args: str, load: str = "") -> str:
+    """A [[servers]] entry for the experiment TOML, its disk store in a folder of its own (named after the
+    label) under tmp_path; load, if given, is its [servers.load] table's body."""
+    entry = f'[[servers]]\nserver = "{server}"\nlabel = "{label}"\n'
+    if args:
+        entry += f"args = {json.dumps(list(args))}\n"
+    entry += f'[servers.flags]\nstore = "disk:{tmp_path}/store-{label}"\n'
+    return entry + (f"[servers.load]\n{load}\n" if load else "")
 
 
 def _row_pids(rows: list[RunRow]) -> list[int]:
@@ -105,42 +123,20 @@ def test_failing_cells_fail_alone(tmp_path: Path) -> None:
     busy.bind(("127.0.0.1", 0))
     busy.listen()
     busy_addr = f"127.0.0.1:{busy.getsockname()[1]}"
+    servers = [
+        # 20 s is an upper bound for the victim: its run ends when the kill is noticed, at the tick after it
+        _disk_server(tmp_path, "xferd-c", "dies", load="duration_s = 20"),
+        _disk_server(tmp_path, "xferd-c", "badflag", "--alloc=nope"),
+        _disk_server(tmp_path, "xferd-go", "portbusy", f"--frame-addr={busy_addr}"),
+        _disk_server(tmp_path, "xferd-go", "ok"),
+    ]
     exp = experiment_file(
         tmp_path / "lifecycle.toml",
-        f"""
-[experiment]
-name = "lifecycle"
-repeats = 1
-warmup_s = 1
-{LOAD}
+        _experiment_head("lifecycle", 1) + f"""
 [pinning]
 server = [0]
 generator = [{GEN_CPU}]
-[[servers]]
-server = "xferd-c"
-label = "dies"
-[servers.flags]
-store = "disk:{tmp_path}/store-dies"
-[servers.load]
-duration_s = 20  # an upper bound: the run ends when the kill is noticed, at the tick after it
-[[servers]]
-server = "xferd-c"
-label = "badflag"
-args = ["--alloc=nope"]
-[servers.flags]
-store = "disk:{tmp_path}/store-badflag"
-[[servers]]
-server = "xferd-go"
-label = "portbusy"
-args = ["--frame-addr={busy_addr}"]
-[servers.flags]
-store = "disk:{tmp_path}/store-portbusy"
-[[servers]]
-server = "xferd-go"
-label = "ok"
-[servers.flags]
-store = "disk:{tmp_path}/store-ok"
-""",
+{"".join(servers)}""",
     )
     run_dir = tmp_path / "run"
     watch = Watch(run_dir, victim="dies/frame")
@@ -211,12 +207,7 @@ def test_metrics_source_error_fails_only_that_run(tmp_path: Path) -> None:
     stack.prometheus_binary()  # a missing Prometheus is a failure (scripts/bootstrap.sh installs it)
     exp = experiment_file(
         tmp_path / "promdown.toml",
-        f"""
-[experiment]
-name = "promdown"
-repeats = 2
-warmup_s = 1
-{LOAD}
+        _experiment_head("promdown", 2) + f"""
 [[servers]]
 server = "xferd-go"
 [servers.flags]
@@ -271,12 +262,7 @@ def test_ctrl_c_stops_cleanly_and_writes_what_was_measured(tmp_path: Path) -> No
     exp_path = tmp_path / "ctrlc.toml"
     exp = experiment_file(
         exp_path,
-        f"""
-[experiment]
-name = "ctrlc"
-repeats = 2
-warmup_s = 1
-{LOAD}
+        _experiment_head("ctrlc", 2) + f"""
 [[servers]]
 server = "xferd-go"
 [servers.flags]

@@ -5,23 +5,13 @@ before anything starts, naming the option."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runner.conftest import experiment_file
+from tests.runner.conftest import experiment_file, one_round, xferbench_run
 
-ROOT = Path(__file__).resolve().parents[2]
-
-EXPERIMENT = """
-[experiment]
-name = "repeat"
-repeats = 1
-duet = false
-[load]
-transport = "frame"
+EXPERIMENT = one_round("repeat") + """
 mix = "echo:1"
 [[servers]]
 server = "xferd-c"
@@ -30,16 +20,11 @@ alloc = ["glibc", "pool"]
 """
 
 
-def run(path: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xferbench", "run", str(path), "--quick", "--out", str(out), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-
 def test_repeat_runs_every_cell_n_times(tmp_path: Path) -> None:
     path = tmp_path / "exp.toml"
     exp = experiment_file(path, EXPERIMENT)
     assert exp.repeats == 1 and len(exp.cells) == 2
-    proc = run(path, tmp_path / "run", "--repeat", "3")
+    proc = xferbench_run(str(path), "--out", str(tmp_path / "run"), "--repeat", "3", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
     assert sorted((r["cell"], r["repeat"]) for r in rows) == sorted((c.name, k) for c in exp.cells for k in (1, 2, 3))
@@ -58,7 +43,7 @@ def test_repeat_runs_every_cell_n_times(tmp_path: Path) -> None:
 def test_a_bad_repeat_is_refused_before_anything_starts(tmp_path: Path, value: str, needle: str) -> None:
     path = tmp_path / "exp.toml"
     experiment_file(path, EXPERIMENT)
-    proc = run(path, tmp_path / "run", f"--repeat={value}")
+    proc = xferbench_run(str(path), "--out", str(tmp_path / "run"), f"--repeat={value}", timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"argument --repeat: '{value}': {needle}" in proc.stderr
     assert not (tmp_path / "run").exists()

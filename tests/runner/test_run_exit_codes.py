@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.runner.conftest import one_round, xferbench_run
 
 GOOD = """
 [[servers]]
@@ -28,14 +27,8 @@ args = ["--alloc=nope"]
 
 def _run(tmp_path: Path, cells: str, *args: str) -> subprocess.CompletedProcess[str]:
     exp = tmp_path / "exp.toml"
-    exp.write_text('[experiment]\nrepeats = 1\nduet = false\n[load]\ntransport = "frame"\nmix = "echo:1"\n' + cells)
-    return subprocess.run(
-        [sys.executable, "-m", "xferbench", "run", str(exp), "--quick", "--out", str(tmp_path / "run"), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    exp.write_text(one_round(exp.stem) + 'mix = "echo:1"\n' + cells)
+    return xferbench_run(str(exp), "--out", str(tmp_path / "run"), *args)
 
 
 @pytest.mark.parametrize(("cells", "status"), [(GOOD + BAD, 3), (BAD, 1)], ids=["some-failed", "all-failed"])

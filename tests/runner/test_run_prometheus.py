@@ -7,25 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.runner.conftest import experiment_file
+from tests.runner.conftest import experiment_file, one_round, xferbench_run
 from xferbench.stack import LOCAL_SERVICES, running_prometheus
 
-ROOT = Path(__file__).resolve().parents[2]
-
-EXPERIMENT = """
-[experiment]
-name = "promrun"
-repeats = 1
-duet = false
-[load]
-transport = "frame"
+EXPERIMENT = one_round("promrun") + """
 mix = "echo:2,download:1"
 sizes = "64KiB"
 chunk = "16KiB"
@@ -34,11 +24,6 @@ spawn_rate = 2
 [[servers]]
 server = "xferd-go"
 """
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xferbench", "run", *args, "--quick"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=180, env=env)
 
 
 def query(url: str, promql: str) -> list[dict[str, Any]]:
@@ -56,13 +41,14 @@ def test_prometheus_scrapes_the_server_and_locust_of_a_run(tmp_path: Path) -> No
     with running_prometheus(tmp_path / "prom", services={s: [] for s in LOCAL_SERVICES},
                             scrape_interval="1s") as prom:
         env = {**os.environ, "XFERBENCH_STACK_DIR": str(tmp_path / "no-stack")}
-        refused = run(str(path), "--out", str(tmp_path / "refused"), "--prometheus", prom.url, env=env)
+        refused = xferbench_run(str(path), "--out", str(tmp_path / "refused"), "--prometheus", prom.url, env=env)
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert "no local stack is up" in refused.stderr and "--prometheus-sd" in refused.stderr
         assert not (tmp_path / "refused").exists()
 
         targets = tmp_path / "prom" / "targets"
-        done = run(str(path), "--out", str(tmp_path / "run"), "--prometheus", prom.url, "--prometheus-sd", str(targets))
+        done = xferbench_run(str(path), "--out", str(tmp_path / "run"), "--prometheus", prom.url,
+                             "--prometheus-sd", str(targets))
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert list(targets.iterdir()) == [], "a target file outlived its process"
 

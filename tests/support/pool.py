@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -47,3 +47,18 @@ class ServerPool:
         servers, self._servers = list(self._servers.values()), {}
         for s in servers:
             s.stop_cleanly()
+
+
+def module_pool(*, args: Sequence[str] = (), store: str = "disk",
+                on_start: Callable[[RunningServer], None] | None = None) -> Callable[..., Iterator[ServerPool]]:
+    """A module-scoped fixture giving one ServerPool with these options to every test of the module, closed
+    after its last test. Bind it to the fixture's name: `pool = module_pool(...)` in a conftest or test module
+    (pytest names a fixture after the attribute that holds it)."""
+
+    @pytest.fixture(scope="module")
+    def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+        p = ServerPool(tmp_path_factory, args=args, store=store, on_start=on_start)
+        yield p
+        p.close()
+
+    return pool

@@ -338,17 +338,24 @@ static void check_read_out_of_fds(store *s) {
     setrlimit(RLIMIT_NOFILE, &old);
 }
 
+/* Opens a store for a test. A disk store goes in a new directory made from the template dir (mkdtemp's
+ * XXXXXX), which the caller removes; a mem store needs none (dir may be NULL). */
+static store *open_test_store(store_config *cfg, char *dir) {
+    if (cfg->kind == STORE_DISK) {
+        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+        snprintf(cfg->dir, sizeof cfg->dir, "%s/store", dir);
+    }
+    char err[256];
+    store *s = store_open(cfg, err, sizeof err);
+    CHECK(s != NULL, "store_open: %s", err);
+    return s;
+}
+
 static void test_store_kind(store_kind kind) {
     char dir[] = "/tmp/xferd-c-unit-XXXXXX";
     store_config cfg = {.kind = kind, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 3,
                         .upload_idle_timeout_ms = 50};
-    if (kind == STORE_DISK) {
-        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-        snprintf(cfg.dir, sizeof cfg.dir, "%s/store", dir);
-    }
-    char err[256];
-    store *s = store_open(&cfg, err, sizeof err);
-    CHECK(s != NULL, "store_open: %s", err);
+    store *s = open_test_store(&cfg, dir);
     if (!s) return;
     uint8_t data[16384]; /* 10000 bytes of file, the rest for chunks that reach past it */
     for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7 + 3);
@@ -429,6 +436,7 @@ static void test_store_kind(store_kind kind) {
     store_close(s);
     if (kind == STORE_DISK) {
         /* reopen: committed files survive, the index is rebuilt, tmp is empty */
+        char err[256];
         s = store_open(&cfg, err, sizeof err);
         CHECK(s != NULL, "reopen: %s", err);
         if (s) {
@@ -452,13 +460,7 @@ static void test_store_limits(store_kind kind) {
     store_config cfg = {.kind = kind, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 10,
                         .max_uploads_per_conn = 2, .max_staged_bytes = 10000, .min_chunk = 1024,
                         .upload_idle_timeout_ms = 50};
-    if (kind == STORE_DISK) {
-        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-        snprintf(cfg.dir, sizeof cfg.dir, "%s/store", dir);
-    }
-    char err[256];
-    store *s = store_open(&cfg, err, sizeof err);
-    CHECK(s != NULL, "store_open: %s", err);
+    store *s = open_test_store(&cfg, dir);
     if (!s) return;
     uint64_t id, big, rcv;
     xerr e;
@@ -556,6 +558,15 @@ static Xfer__V1__ResponseHeader *resp_header(const handler_result *r, frame_part
     return xfer__v1__response_header__unpack(NULL, p->header_len, p->header);
 }
 
+/* Checks that the response in r carries exactly the error text want, then frees r's frame. */
+static void check_error(handler_result *r, const char *want, const char *what) {
+    frame_parts p;
+    Xfer__V1__ResponseHeader *h = resp_header(r, &p);
+    CHECK(h && strcmp(h->error, want) == 0, "%s: %s", what, h ? h->error : "?");
+    xfer__v1__response_header__free_unpacked(h, NULL);
+    mem_free(r->frame);
+}
+
 static void test_handlers(void) {
     store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 8,
                         .upload_idle_timeout_ms = 60000};
@@ -585,10 +596,7 @@ static void test_handlers(void) {
     reqhdr chunk_hdr = {"Xfer.UploadChunk", 16, 4};
     CHECK(handle_request(&hc, M_UPLOAD_CHUNK, &chunk_hdr, (const uint8_t *)"\xff\xff\xff", 3, NULL, &bad) == 0 &&
               bad.code == XERR_INVALID_ARGUMENT, "malformed body");
-    h = resp_header(&bad, &p);
-    CHECK(h && strcmp(h->error, "invalid_argument: malformed UploadChunkRequest body") == 0, "%s", h ? h->error : "?");
-    xfer__v1__response_header__free_unpacked(h, NULL);
-    mem_free(bad.frame);
+    check_error(&bad, "invalid_argument: malformed UploadChunkRequest body", "malformed body");
 
     /* Read of gen content, checked against gen_fill and gen_crc; the manual encoding equals protobuf-c's */
     Xfer__V1__ReadRequest rd = XFER__V1__READ_REQUEST__INIT;
@@ -627,20 +635,14 @@ static void test_handlers(void) {
     Xfer__V1__StatRequest st = XFER__V1__STAT_REQUEST__INIT;
     st.name = "missing.bin";
     r = call(&hc, "Xfer.Stat", 7, &st.base);
-    h = resp_header(&r, &p);
-    CHECK(h && strcmp(h->error, "not_found: file \"missing.bin\" not found") == 0, "stat missing");
-    xfer__v1__response_header__free_unpacked(h, NULL);
-    mem_free(r.frame);
+    check_error(&r, "not_found: file \"missing.bin\" not found", "stat missing");
 
     Xfer__V1__UploadBeginRequest ub = XFER__V1__UPLOAD_BEGIN_REQUEST__INIT;
     ub.name = "gen:1:2";
     ub.size = 1;
     ub.chunk_size = 1;
     r = call(&hc, "Xfer.UploadBegin", 8, &ub.base);
-    h = resp_header(&r, &p);
-    CHECK(h && strcmp(h->error, "invalid_argument: name \"gen:1:2\" is reserved for generated content") == 0, "reserved");
-    xfer__v1__response_header__free_unpacked(h, NULL);
-    mem_free(r.frame);
+    check_error(&r, "invalid_argument: name \"gen:1:2\" is reserved for generated content", "reserved");
     store_close(s);
 }
 
@@ -673,14 +675,39 @@ static void test_gen_blocks(void) {
 
 /* ---------- in-place request bodies ---------- */
 
-/* Bodies at the edges of the wire format: each must be accepted or refused as protobuf-c (after pbwire_check)
- * does, with equal fields. */
+typedef struct {
+    const char *what, *hex;
+    int ok; /* whether the in-place decoder under test accepts the body */
+} body_case;
+
+static int echo_accepts(const uint8_t *b, size_t n) {
+    rb_echo e;
+    return rb_echo_decode(b, n, &e) == 0;
+}
+
+static int read_accepts(const uint8_t *b, size_t n) {
+    rb_read r;
+    return rb_read_decode(b, n, &r) == 0;
+}
+
+/* Each body must be accepted or refused as protobuf-c (after pbwire_check) does, with equal fields, and the
+ * in-place decoder (named in failures as decoder) must accept exactly the cases marked ok. */
+static void check_body_cases(const body_case *cases, size_t ncases, const char *decoder,
+                             int (*accepts)(const uint8_t *, size_t)) {
+    for (size_t i = 0; i < ncases; i++) {
+        size_t n;
+        uint8_t *b = vec_hex(cases[i].hex, &n);
+        char why[256];
+        CHECK(b && bodydiff_check(b, n, why, sizeof why) == 0, "%s: %s", cases[i].what, b ? why : "hex");
+        CHECK(b && accepts(b, n) == cases[i].ok, "%s: %s %s", cases[i].what, decoder,
+              cases[i].ok ? "accepts" : "refuses");
+        free(b);
+    }
+}
+
+/* Bodies at the edges of the wire format, for EchoRequest and for ReadRequest's 32-bit field and strings. */
 static void test_reqbody(void) {
-    static const struct {
-        const char *what;
-        const char *hex;
-        int ok_as_echo; /* whether EchoRequest accepts it */
-    } cases[] = {
+    static const body_case cases[] = { /* ok: whether EchoRequest accepts it */
         {"empty", "", 1},
         {"payload", "0a03616263", 1},
         {"last occurrence wins", "0a01610a026263", 1},
@@ -704,36 +731,16 @@ static void test_reqbody(void) {
         {"10-byte varint past 64 bits", "10ffffffffffffffffff02", 0},
         {"10-byte varint at 64 bits", "10ffffffffffffffffff01", 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n;
-        uint8_t *b = vec_hex(cases[i].hex, &n);
-        char why[256];
-        CHECK(b && bodydiff_check(b, n, why, sizeof why) == 0, "%s: %s", cases[i].what, b ? why : "hex");
-        rb_echo e;
-        CHECK(b && (rb_echo_decode(b, n, &e) == 0) == cases[i].ok_as_echo, "%s: echo %s", cases[i].what,
-              cases[i].ok_as_echo ? "accepts" : "refuses");
-        free(b);
-    }
+    check_body_cases(cases, sizeof cases / sizeof cases[0], "echo", echo_accepts);
     /* 32-bit fields, strings: ReadRequest{name, offset, length} */
-    static const struct {
-        const char *what, *hex;
-        int ok;
-    } reads[] = {
+    static const body_case reads[] = {
         {"length at 2^32-1", "18ffffffff0f", 1},
         {"length at 2^32", "188080808010", 0},
         {"name not UTF-8", "0a01ff", 0},
         {"name with NUL (UTF-8; names.c refuses it)", "0a03610062", 1},
         {"earlier name not UTF-8", "0a01ff0a0161", 0},
     };
-    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
-        size_t n;
-        uint8_t *b = vec_hex(reads[i].hex, &n);
-        char why[256];
-        CHECK(b && bodydiff_check(b, n, why, sizeof why) == 0, "%s: %s", reads[i].what, b ? why : "hex");
-        rb_read r;
-        CHECK(b && (rb_read_decode(b, n, &r) == 0) == reads[i].ok, "%s", reads[i].what);
-        free(b);
-    }
+    check_body_cases(reads, sizeof reads / sizeof reads[0], "read", read_accepts);
     /* in place: the chunk's bytes are the body's own */
     static const uint8_t chunk[] = {0x08, 0x07, 0x10, 0x80, 0x20, 0x1a, 0x03, 'x', 'y', 'z'};
     rb_upload_chunk c;
@@ -747,9 +754,7 @@ static void test_reqbody(void) {
 static void test_zero_copy(void) {
     store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 65536, .max_uploads = 8,
                         .upload_idle_timeout_ms = 60000};
-    char err[128];
-    store *s = store_open(&cfg, err, sizeof err);
-    CHECK(s != NULL, "store_open: %s", err);
+    store *s = open_test_store(&cfg, NULL);
     if (!s) return;
     uint64_t id, rcv, size;
     uint32_t crc;
