@@ -484,9 +484,9 @@ def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -
         _sample(live, phase)
         return _phase_figures(live, phase, search_step)
     finally:
-        phase.locust.stop(grace_s=5.0)
         if unwatch is not None:
-            unwatch()  # after its last scrape: Prometheus keeps the series, the file goes
+            unwatch()  # a last scrape, then the target goes (Prometheus keeps the series); before the stop
+        phase.locust.stop(grace_s=5.0)
         _write_phase_series(live, phase, search_step)
 
 

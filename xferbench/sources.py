@@ -12,6 +12,7 @@ data too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.error
@@ -23,6 +24,7 @@ from typing import Any
 from xferbench.scrape import KEEP_PREFIXES, Snapshot, scrape
 from xferbench.targets import Register, Unregister
 
+CLIENT_LAST_SCRAPE_S = 10.0  # how long a Locust target waits for its last scrape (a few scrape intervals)
 PROM_DROP_LABELS = ("instance", "job", "xferbench_cell", "xferbench_run")
 
 
@@ -131,11 +133,24 @@ class PromQLSource(MetricsSource):
         names = "|".join(p.rstrip("_") + ".*" for p in KEEP_PREFIXES)
         return f'{{__name__=~"{names}",instance="{self.instance}"}}'
 
-    def _latest_sample_time(self) -> float | None:
-        data = self._get("/api/v1/query", {"query": f'timestamp(up{{instance="{self.instance}"}})'})
+    def _latest_sample_time(self, instance: str | None = None) -> float | None:
+        """When Prometheus last scraped `instance` (default: the server), or None unless that scrape worked."""
+        instance = instance or self.instance
+        data = self._get("/api/v1/query", {"query": f'timestamp(up{{instance="{instance}"}})'})
         ts = [float(r["value"][1]) for r in data.get("result", [])]
-        up = self._get("/api/v1/query", {"query": f'up{{instance="{self.instance}"}} == 1'})
+        up = self._get("/api/v1/query", {"query": f'up{{instance="{instance}"}} == 1'})
         return max(ts) if ts and up.get("result") else None
+
+    def _await_scrape(self, at_or_after: float, timeout_s: float, instance: str | None = None) -> bool:
+        """Polls (bounded) until Prometheus holds a working scrape of `instance` at or after the given time."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            latest = self._latest_sample_time(instance)
+            if latest is not None and latest >= at_or_after:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.25)
 
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
         self.instance = metrics_addr
@@ -161,15 +176,7 @@ class PromQLSource(MetricsSource):
         return None
 
     def snapshots(self, t_start: float, t_end: float) -> list[Snapshot]:
-        # Wait (bounded) until Prometheus holds a scrape at or after t_end.
-        deadline = time.monotonic() + self.ready_timeout_s
-        while True:
-            latest = self._latest_sample_time()
-            if latest is not None and latest >= t_end:
-                break
-            if time.monotonic() > deadline:
-                break  # the server may be gone; use what is there
-            time.sleep(0.25)
+        self._await_scrape(t_end, self.ready_timeout_s)  # on a timeout the server may be gone: use what is there
         rng = {"start": f"{t_start:.3f}", "end": f"{t_end + self.step_s:.3f}", "step": f"{self.step_s:g}"}
         data = self._get("/api/v1/query_range", {"query": self._selector(), **rng})
         # Each step returns the latest sample at or before it; re-time every snapshot to when that sample
@@ -192,7 +199,19 @@ class PromQLSource(MetricsSource):
         runner's client figures still come from its own scrapes."""
         if self.register is None:
             return _nothing
-        return self.register("locust", metrics_addr, labels)
+        unregister = self.register("locust", metrics_addr, labels)
+
+        def after_a_last_scrape() -> None:
+            # Called while the Locust still serves: one more working scrape (bounded) lets the client series reach
+            # the end of the window, and removing the target before the process stops records no `up == 0`.
+            # The dashboards are all this series is for, so a Prometheus that does not answer does not fail the run.
+            try:
+                with contextlib.suppress(PromQLError):
+                    self._await_scrape(time.time(), CLIENT_LAST_SCRAPE_S, metrics_addr)
+            finally:
+                unregister()
+
+        return after_a_last_scrape
 
 
 def _nothing() -> None:
