@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.raw_frame import RawConn, Response, begin
 from tests.support.servers import SERVERS, RunningServer, running_server, selected_servers
@@ -29,8 +32,8 @@ STAGED = 10_000
 MIN_CHUNK = 1024
 # Far below the idle timeout (60 s): an upload freed within this was freed by the close, not by expiry.
 # The server reaps a closed connection asynchronously, so the test polls up to this long.
-FREED_WITHIN_S = 3.0
-TIMEOUT_S = 10.0
+FREED_WITHIN_S = 10.0  # a sixth of it: polling on a loaded 2-core machine
+TIMEOUT_S = 30.0  # above FREED_WITHIN_S, so held streams outlive every poll
 
 
 @pytest.fixture(params=FRAME_SERVERS)
@@ -200,23 +203,43 @@ def probe_until(stub: pb_grpc.FileTransferStub, want: grpc.StatusCode) -> None:
         time.sleep(0.02)  # poll interval: the held streams' headers reach the server asynchronously
 
 
-@pytest.mark.parametrize("server", GRPC_SERVERS)
-def test_grpc_per_connection_limit(server: str) -> None:
-    """Streams of one gRPC connection share its --max-uploads-per-conn; another connection is not affected."""
-    own = [("grpc.use_local_subchannel_pool", 1)]  # a channel of its own: its own TCP connection
-    release = threading.Event()
+def inflight(s: RunningServer) -> float:
+    with urllib.request.urlopen(s.metrics_url, timeout=TIMEOUT_S) as r:
+        text = r.read().decode()
+    return next(x.value for fam in text_string_to_metric_families(text) for x in fam.samples
+                if x.name == "xfer_inflight_requests")
+
+
+def hold_uploads(s: RunningServer, stub: pb_grpc.FileTransferStub, n: int, release: threading.Event) -> list[Any]:
+    """n Upload streams on the stub's connection that send a header each and wait for `release`. They must be
+    in flight on the server (its gauge) before a probe begins: a probe overlapping a held stream's header takes
+    that slot for a moment, and the held stream is refused."""
 
     def held() -> Iterator[pb.UploadRequest]:
         yield pb.UploadRequest(header=pb.UploadHeader(name="held.bin", size=10, chunk_size=10))
         release.wait(TIMEOUT_S)
 
+    streams = [stub.Upload.future(held(), timeout=TIMEOUT_S) for _ in range(n)]
+    t0 = time.monotonic()
+    while inflight(s) < n:
+        assert time.monotonic() - t0 < FREED_WITHIN_S, f"{n} held uploads not in flight within {FREED_WITHIN_S}s"
+        time.sleep(0.02)  # poll interval: the streams reach the server asynchronously
+    return streams
+
+
+@pytest.mark.parametrize("server", GRPC_SERVERS)
+def test_grpc_per_connection_limit(server: str) -> None:
+    """Streams of one gRPC connection share its --max-uploads-per-conn; another connection is not affected."""
+    own = [("grpc.use_local_subchannel_pool", 1)]  # a channel of its own: its own TCP connection
+    release = threading.Event()
     with running_server(server, ["--store=mem", "--max-uploads-per-conn=2"]) as s, \
             grpc.insecure_channel(s.addr("grpc"), options=own) as hog_ch, \
             grpc.insecure_channel(s.addr("grpc"), options=own) as other_ch:
         hog, other = pb_grpc.FileTransferStub(hog_ch), pb_grpc.FileTransferStub(other_ch)
-        streams = [hog.Upload.future(held(), timeout=TIMEOUT_S) for _ in range(2)]
         try:
+            streams = hold_uploads(s, hog, 2, release)
             probe_until(hog, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            assert not any(f.done() for f in streams), [f.exception() for f in streams if f.done()]
             assert probe_begin(other) == grpc.StatusCode.INVALID_ARGUMENT
         finally:
             release.set()
