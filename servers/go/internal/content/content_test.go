@@ -53,25 +53,67 @@ func TestParseGen(t *testing.T) {
 	}
 }
 
+// randomBytes returns n bytes from rng.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for j := range b {
+		b[j] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// TestCombineCRC checks the combination against a whole-buffer CRC-32 over
+// splits of random buffers: every split of the shortest ones (empty and
+// one-byte pieces on either side), the ends and a random point of longer
+// ones, and pieces past 1 MiB like the generated blocks.
 func TestCombineCRC(t *testing.T) {
+	if crc32.ChecksumIEEE([]byte("123456789")) != 0xcbf43926 {
+		t.Fatal("check value")
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 200; i++ {
-		a := make([]byte, rng.IntN(3000))
-		b := make([]byte, rng.IntN(3000))
-		for j := range a {
-			a[j] = byte(rng.Uint32())
-		}
-		for j := range b {
-			b[j] = byte(rng.Uint32())
-		}
-		want := crc32.ChecksumIEEE(append(append([]byte{}, a...), b...))
+	check := func(buf []byte, split int) {
+		t.Helper()
+		a, b := buf[:split], buf[split:]
+		want := crc32.ChecksumIEEE(buf)
 		got := CombineCRC(crc32.ChecksumIEEE(a), crc32.ChecksumIEEE(b), uint64(len(b)))
 		if got != want {
 			t.Fatalf("combine(%d, %d bytes) = %08x, want %08x", len(a), len(b), got, want)
 		}
 	}
-	if crc32.ChecksumIEEE([]byte("123456789")) != 0xcbf43926 {
-		t.Fatal("check value")
+	for n := 0; n <= 3; n++ {
+		buf := randomBytes(rng, n)
+		for split := 0; split <= n; split++ {
+			check(buf, split)
+		}
+	}
+	for i := 0; i < 200; i++ {
+		n := 2 + rng.IntN(6000)
+		if i%20 == 0 {
+			n = 1<<20 + rng.IntN(1<<20)
+		}
+		buf := randomBytes(rng, n)
+		for _, split := range []int{0, 1, n - 1, n, rng.IntN(n + 1)} {
+			check(buf, split)
+		}
+	}
+}
+
+// TestCRCShift combines runs of equal pieces with one precomputed shift, as
+// the store combines a seed's block CRCs.
+func TestCRCShift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, piece := range []int{0, 1, 7, 4096, 1 << 20} {
+		for _, pieces := range []int{0, 1, 2, 5} {
+			buf := randomBytes(rng, piece*pieces)
+			shift := ShiftFor(uint64(piece))
+			var got uint32
+			for k := 0; k < pieces; k++ {
+				got = shift.Combine(got, crc32.ChecksumIEEE(buf[k*piece:(k+1)*piece]))
+			}
+			if want := crc32.ChecksumIEEE(buf); got != want {
+				t.Fatalf("%d pieces of %d bytes: %08x, want %08x", pieces, piece, got, want)
+			}
+		}
 	}
 }
 

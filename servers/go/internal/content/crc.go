@@ -2,7 +2,9 @@ package content
 
 // CRC-32 combination: chunks of an upload may arrive in any order, so each
 // chunk's CRC is computed when it arrives and the file's CRC is combined at
-// commit from the chunk CRCs, without reading the stored bytes again.
+// commit from the chunk CRCs, without reading the stored bytes again; and a
+// generated file's CRC is combined from its seed's block CRCs
+// (PROTOCOL.md, "Generated content").
 //
 // Polynomials are in the reflected representation hash/crc32 uses: bit 31
 // is the coefficient of x^0, bit 0 that of x^31.
@@ -46,5 +48,19 @@ func xPow8n(n uint64) uint32 {
 // CombineCRC returns the CRC-32 of A‖B from crcA = CRC(A), crcB = CRC(B) and
 // lenB = len(B).
 func CombineCRC(crcA, crcB uint32, lenB uint64) uint32 {
-	return mulModP(xPow8n(lenB), crcA) ^ crcB
+	return ShiftFor(lenB).Combine(crcA, crcB)
+}
+
+// CRCShift is x^(8n) mod P for one length n. Combining many pieces of the
+// same length (the 1 MiB blocks of generated content) computes it once
+// instead of once per piece.
+type CRCShift uint32
+
+// ShiftFor returns the shift that appends n bytes.
+func ShiftFor(n uint64) CRCShift { return CRCShift(xPow8n(n)) }
+
+// Combine returns the CRC-32 of A‖B from crcA = CRC(A) and crcB = CRC(B),
+// where len(B) is the length s was made for.
+func (s CRCShift) Combine(crcA, crcB uint32) uint32 {
+	return mulModP(uint32(s), crcA) ^ crcB
 }

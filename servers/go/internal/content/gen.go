@@ -113,7 +113,10 @@ func (g Gen) Fill(dst []byte, off uint64) {
 	}
 }
 
-// CRC computes the CRC-32 of the whole generated file in fixed-size blocks.
+// CRC computes the CRC-32 of the whole generated file in one pass. It is the
+// definition the store's cached, combined CRC (PROTOCOL.md, "Generated
+// content") is tested against; the store does not call it, since a pass
+// per name is what the cache avoids.
 func (g Gen) CRC() uint32 {
 	var buf [genBlock]byte
 	var crc uint32

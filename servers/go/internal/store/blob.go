@@ -37,8 +37,9 @@ type blob struct {
 type Handle struct {
 	Name string
 	Info
-	r   reader      // nil for generated content
-	gen content.Gen // used when r is nil
+	r    reader      // nil for generated content
+	gen  content.Gen // used when r is nil
+	gens *genCache   // where generated content is read from
 }
 
 // CheckOffset refuses an offset past the end (offset = size reads empty).
@@ -55,7 +56,7 @@ func (h *Handle) ReadAt(p []byte, off uint64) (int, error) {
 	n := int(min(uint64(len(p)), h.Size-off))
 	p = p[:n]
 	if h.r == nil {
-		h.gen.Fill(p, off)
+		h.gens.read(h.gen, p, off)
 		return n, nil
 	}
 	got, err := h.r.ReadAt(p, int64(off))

@@ -1,6 +1,6 @@
 // Package store keeps files for both transports: staged uploads with
 // chunk-slot tracking, atomic commit, idle expiry, committed files in
-// memory or on disk, and generated gen: content with a cached CRC.
+// memory or on disk, and generated gen: content from cached blocks.
 package store
 
 import (
@@ -55,7 +55,7 @@ func newStore(lim limits.Limits, back backend) *Store {
 	s := &Store{
 		lim:     lim,
 		back:    back,
-		gen:     newGenCache(),
+		gen:     newGenCache(time.Now),
 		now:     time.Now,
 		uploads: make(map[uint64]*upload),
 		owned:   make(map[uint64]int),
@@ -309,6 +309,7 @@ func (s *Store) janitor() {
 			return
 		case <-t.C:
 			s.expire()
+			s.gen.expire() // idle generated blocks go at most one period late
 		}
 	}
 }
@@ -340,7 +341,7 @@ func (s *Store) Open(name string) (*Handle, error) {
 		if err != nil {
 			return nil, errs.New(errs.InvalidArgument, "%v", err)
 		}
-		return &Handle{Name: name, Info: Info{Size: g.Size, CRC: s.gen.crc(g)}, gen: g}, nil
+		return &Handle{Name: name, Info: Info{Size: g.Size, CRC: s.gen.crc(g)}, gen: g, gens: s.gen}, nil
 	}
 	if h, err := s.openCommitted(name); h != nil || err != nil {
 		return h, err
