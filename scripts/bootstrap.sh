@@ -11,6 +11,7 @@ APT_PACKAGES=(
   protobuf-compiler protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libdeflate-dev
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
   clang libclang-rt-14-dev
+  valgrind
   prometheus
 )
 GO_MIN_MINOR=25

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from xferbench import experiment, stack, stats
+from xferbench import cost, experiment, stack, stats
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError
 
@@ -291,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list the shipped experiments")
     ls.set_defaults(fn=cmd_list)
     stack.add_parser(sub)
+    cost.add_parser(sub)
     return p
 
 
