@@ -30,6 +30,10 @@ struct pool_cache {
     free_block *batch_head[POOL_MAX_THREADS];
     free_block *batch_tail[POOL_MAX_THREADS];
     uint32_t batch_n[POOL_MAX_THREADS];
+    /* owners with a batch begun since the last flush, so a flush with nothing pending costs nothing */
+    uint16_t pending[POOL_MAX_THREADS];
+    bool is_pending[POOL_MAX_THREADS];
+    unsigned npending;
     /* blocks other threads returned to this one */
     pthread_mutex_t rmu;
     free_block *remote;
@@ -218,17 +222,25 @@ void pool_free(void *p) {
     if (c->batch_tail[oid]) c->batch_tail[oid]->next = b;
     else c->batch_head[oid] = b;
     c->batch_tail[oid] = b;
+    if (!c->is_pending[oid]) {
+        c->is_pending[oid] = true;
+        c->pending[c->npending++] = (uint16_t)oid;
+    }
     if (++c->batch_n[oid] >= POOL_REMOTE_BATCH) flush_batch(c, oid);
 }
 
 void pool_thread_flush(void) {
     pool_cache *c = tc;
     if (!c) return;
-    unsigned n;
-    pthread_mutex_lock(&reg_mu);
-    n = ncaches;
-    pthread_mutex_unlock(&reg_mu);
-    for (unsigned i = 0; i < n; i++) flush_batch(c, i);
+    /* Called each time a thread is about to block, so the common case (nothing pending) must stay a few
+     * loads: no registry lock, no walk over every cache (callgrind showed this at 10% of an echo's
+     * instructions under --alloc pool when it did both). */
+    for (unsigned i = 0; i < c->npending; i++) {
+        unsigned oid = c->pending[i];
+        c->is_pending[oid] = false;
+        flush_batch(c, oid);
+    }
+    c->npending = 0;
     drain_remote(c);
 }
 
