@@ -40,7 +40,7 @@ start() { # server store round
   local args=(--store mem)
   if [ "$2" = disk ]; then mkdir -p "$BENCH_TMP/$1-$3"; args=(--store "disk:$BENCH_TMP/$1-$3"); fi
   if [ "$1" = xferd-go ]; then args+=(--grpc-addr 127.0.0.1:0); fi
-  start_server "$BENCH_TMP/$1.log" "$BENCH_BIN/$1" "${args[@]}" --frame-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
+  start_server "$BENCH_TMP/$1-$2-$3.log" "$BENCH_BIN/$1" "${args[@]}" --frame-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
 }
 
 # measure round server store case ceiling ARGS...: one run; records and prints its figures.
