@@ -73,7 +73,8 @@ calls wait (conns x inflight bounds the calls in flight); raise --inflight when 
 bound. The latencies include the lateness of the driver's timers (send_lag_us; tens of microseconds on an
 idle machine, more on a loaded one).
 
-Bounds: --duration (after --warmup) and --max-calls (all calls, warmup included; 0 = no count bound).
+Bounds: --duration (after --warmup) and --max-calls (calls of the run, warmup included, setup not;
+0 = no count bound).
 Exit status: 0 done (even with errors counted), 1 the run failed (connection refused, setup failed),
 2 a bad flag.
 
@@ -100,7 +101,7 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.Float64Var(&c.Rate, "rate", 0, "calls/s over all connections, open model (0: as fast as possible)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured time, after --warmup")
 	fs.DurationVar(&c.Warmup, "warmup", 0, "time at the start whose calls are left out of the figures")
-	fs.Uint64Var(&c.MaxCalls, "max-calls", 0, "stop after this many calls, warmup included (0: no count bound)")
+	fs.Uint64Var(&c.MaxCalls, "max-calls", 0, "stop after this many calls, warmup included, setup not (0: no count bound)")
 	fs.StringVar(&size, "size", "256", "echo payload size (bytes, or KiB/MiB)")
 	fs.StringVar(&chunk, "chunk", "1MiB", "upload chunk size and Read length")
 	fs.StringVar(&fileSize, "file-size", "64MiB", "size of each uploaded file")
