@@ -41,10 +41,10 @@ and prints one JSON object on stdout:
 
   method, conns, inflight, rate, seconds, calls, calls_per_s, bytes, mb_per_s (payload, 10^6 B/s),
   errors {code: count}, latency_us {p50, p90, p99, p999, max}, cpu_seconds (the driver's own user+system
-  CPU over the measured time, getrusage), cpu_cores (cpu_seconds / seconds), send_lag_us {p50, ...}
-  (how late calls were sent after their intended time: the driver's own delay), warmup_calls,
-  setup_calls. A driver near cpu_cores 1.0 per GOMAXPROCS, or with a large send_lag_us, was itself the
-  bottleneck.
+  CPU over the measured time, getrusage), cpu_cores (cpu_seconds / seconds), send_lag_us {p50, ...} (how
+  late calls were sent after their intended time: the driver's own delay), missed_calls (--rate),
+  warmup_calls, setup_calls. A driver whose cpu_cores nears the CPUs it may use, or with a large
+  send_lag_us, was itself the bottleneck.
 
 A call is one request/response frame pair, the unit the server's xfer_requests_total counts: the server's
 counter grows by setup_calls + warmup_calls + calls (calls still in flight at the end are waited for and
@@ -69,9 +69,10 @@ Load model: by default each worker sends its next call as soon as the previous o
 model). --rate R is an open model: call i is due at start + i/R over all connections, and its latency is
 measured from that intended send time, not from when a worker got free to send it, so queueing behind a
 slow server shows up in the latencies (coordinated omission is not hidden). If every worker is busy the
-calls wait (conns x inflight bounds the calls in flight); raise --inflight when latencies grow without
-bound. The latencies include the lateness of the driver's timers (send_lag_us; tens of microseconds on an
-idle machine, more on a loaded one).
+calls wait (conns x inflight bounds the calls in flight); calls due before the end but not sent by then
+are not sent and are counted in missed_calls. Raise --inflight when latencies grow without bound or
+missed_calls is not 0. The latencies include the lateness of the driver's timers (send_lag_us: tens of
+microseconds on an idle machine, about a millisecond on a loaded one).
 
 Bounds: --duration (after --warmup) and --max-calls (calls of the run, warmup included, setup not;
 0 = no count bound).

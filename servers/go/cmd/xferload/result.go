@@ -65,6 +65,7 @@ type Result struct {
 	SendLagUs   Latency           `json:"send_lag_us"`
 	CPUSeconds  float64           `json:"cpu_seconds"`
 	CPUCores    float64           `json:"cpu_cores"`
+	MissedCalls uint64            `json:"missed_calls"`
 	WarmupCalls uint64            `json:"warmup_calls"`
 	SetupCalls  uint64            `json:"setup_calls"`
 }

@@ -68,7 +68,9 @@ func run(cfg *Config, runID string) (Result, error) {
 	for _, t := range tallies {
 		total.merge(t)
 	}
-	return total.result(cfg, name, warmEnd, cpu(), setupCalls), nil
+	r := total.result(cfg, name, warmEnd, cpu(), setupCalls)
+	r.MissedCalls = s.missed()
+	return r, nil
 }
 
 // work is one worker: take a call from the schedule, make it, record it.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -15,6 +16,7 @@ type schedule struct {
 	rate     float64
 	maxCalls uint64 // 0: no count bound
 	taken    atomic.Uint64
+	handed   atomic.Uint64 // calls handed out (taken and within the bounds)
 }
 
 // due is the intended send time of call i (from 0) of an open model.
@@ -31,10 +33,37 @@ func (s *schedule) next(now time.Time) (intended time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	if s.rate == 0 {
-		return now, now.Before(s.end)
+		ok = now.Before(s.end)
+	} else {
+		// A call due before the end but not yet sent at the end is missed:
+		// sending a backlog after the deadline would stretch the run.
+		intended = s.due(i)
+		ok = intended.Before(s.end) && now.Before(s.end)
 	}
-	intended = s.due(i)
-	return intended, intended.Before(s.end)
+	if !ok {
+		return time.Time{}, false
+	}
+	s.handed.Add(1)
+	if s.rate == 0 {
+		return now, true
+	}
+	return intended, true
+}
+
+// missed is how many calls of an open model were due before the end but
+// never sent, because every worker was busy until then (0 when closed).
+func (s *schedule) missed() uint64 {
+	if s.rate == 0 {
+		return 0
+	}
+	due := uint64(0)
+	if span := s.end.Sub(s.start).Seconds() * s.rate; span > 0 {
+		due = uint64(math.Ceil(span))
+	}
+	if s.maxCalls > 0 {
+		due = min(due, s.maxCalls)
+	}
+	return due - min(due, s.handed.Load())
 }
 
 // wait sleeps until t (at once if t has passed).
