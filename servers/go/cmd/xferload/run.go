@@ -14,18 +14,14 @@ func run(cfg *Config, runID string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	conns := make([]*conn, 0, cfg.Conns)
+	conns, err := dialAll(cfg)
 	defer func() {
 		for _, c := range conns {
 			c.close()
 		}
 	}()
-	for range cfg.Conns {
-		c, err := dial(cfg.Addr, max(cfg.Chunk, cfg.Size))
-		if err != nil {
-			return Result{}, fmt.Errorf("cannot connect to %s: %w", cfg.Addr, err)
-		}
-		conns = append(conns, c)
+	if err != nil {
+		return Result{}, err
 	}
 	setupCalls, err := m.setup(conns[0])
 	if err != nil {
@@ -71,6 +67,20 @@ func run(cfg *Config, runID string) (Result, error) {
 	r := total.result(cfg, name, warmEnd, cpu(), setupCalls)
 	r.MissedCalls = s.missed()
 	return r, nil
+}
+
+// dialAll opens every connection before any call, so a refused one fails
+// the run at once; it returns those opened so far with an error.
+func dialAll(cfg *Config) ([]*conn, error) {
+	conns := make([]*conn, 0, cfg.Conns)
+	for range cfg.Conns {
+		c, err := dial(cfg.Addr, max(cfg.Chunk, cfg.Size))
+		if err != nil {
+			return conns, fmt.Errorf("cannot connect to %s: %w", cfg.Addr, err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
 }
 
 // work is one worker: take a call from the schedule, make it, record it.
