@@ -20,6 +20,7 @@ build: setup build-go build-c
 
 build-go:
 	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
+	cd servers/go && go build -o ../../$(BIN)/xferload ./cmd/xferload
 
 build-c:
 	$(MAKE) -C servers/c VERSION=$(VERSION)

@@ -3,6 +3,7 @@ module xferbench/servers/go
 go 1.25.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/prometheus/client_golang v1.24.1
 	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.84.0

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"xferbench/servers/go/internal/config"
+	"xferbench/servers/go/internal/content"
+	"xferbench/servers/go/internal/limits"
+)
+
+// Config is one run's parsed command line.
+type Config struct {
+	Addr     string
+	Method   string
+	Conns    int
+	Inflight int
+	Rate     float64 // calls/s over all connections; 0: as fast as possible (closed model)
+	Duration time.Duration
+	Warmup   time.Duration
+	MaxCalls uint64 // 0: no count bound
+	Size     uint64 // echo payload
+	Chunk    uint64 // upload chunk and Read length
+	FileSize uint64 // upload file size (and download's own file without --name)
+	Name     string // download: a stored name or gen:SIZE:SEED (canonical); "": upload one first
+	Verify   bool
+	Drain    time.Duration // how long calls in flight at the end may take to finish
+}
+
+const usageHead = `usage: xferload --addr HOST:PORT --method upload|download|echo [flags]
+
+A load driver for the frame protocol (proto/PROTOCOL.md). It opens --conns TCP connections and keeps
+--inflight calls in flight on each (pipelined, answers matched by sequence number), checks every answer,
+and prints one JSON object on stdout:
+
+  method, conns, inflight, rate, seconds, calls, calls_per_s, bytes, mb_per_s (payload, 10^6 B/s),
+  errors {code: count}, latency_us {p50, p90, p99, p999, max}, cpu_seconds (the driver's own user+system
+  CPU over the measured time, getrusage), cpu_cores (cpu_seconds / seconds), send_lag_us {p50, ...} (how
+  late calls were sent after their intended time: the driver's own delay), missed_calls (--rate),
+  warmup_calls, setup_calls. A driver whose cpu_cores nears the CPUs it may use, or with a large
+  send_lag_us, was itself the bottleneck.
+
+A call is one request/response frame pair, the unit the server's xfer_requests_total counts: the server's
+counter grows by setup_calls + warmup_calls + calls (calls still in flight at the end are waited for and
+counted, up to --drain). Only calls answered after --warmup enter calls, bytes and latency_us.
+
+Methods (each worker, --inflight of them per connection, runs its own sequence of calls):
+  upload    UploadBegin, --file-size/--chunk UploadChunk calls, UploadCommit; each worker re-uploads one
+            name of its own (xferload-<run>-c<conn>-w<worker>), so a run stores at most conns x inflight
+            files. bytes = chunk data sent.
+  download  Read of --name in --chunk lengths across the file, from offset 0 to its end and again;
+            --name gen:SIZE[:SEED] reads generated content (PROTOCOL.md "Generated content", SEED 0 by
+            default); without --name one file of --file-size is uploaded first (setup_calls).
+            bytes = data received.
+  echo      Echo of a --size payload. bytes = payload sent.
+
+Checks: every answer must have no error, the right lengths (chunk received count, Read data length,
+Echo payload, commit size and CRC-32), and, for downloads, data whose CRC-32 over a whole pass equals the
+crc32 the server sends (skipped with --verify=false). A server error counts under its code (not_found,
+...), a failed check under verify_<what>, a dropped connection under connection.
+
+Load model: by default each worker sends its next call as soon as the previous one is answered (closed
+model). --rate R is an open model: call i is due at start + i/R over all connections, and its latency is
+measured from that intended send time, not from when a worker got free to send it, so queueing behind a
+slow server shows up in the latencies (coordinated omission is not hidden). If every worker is busy the
+calls wait (conns x inflight bounds the calls in flight); calls due before the end but not sent by then
+are not sent and are counted in missed_calls. Raise --inflight when latencies grow without bound or
+missed_calls is not 0. The latencies include the lateness of the driver's timers (send_lag_us: tens of
+microseconds on an idle machine, about a millisecond on a loaded one).
+
+Bounds: --duration (after --warmup) and --max-calls (calls of the run, warmup included, setup not;
+0 = no count bound).
+Exit status: 0 done (even with errors counted), 1 the run failed (connection refused, setup failed),
+2 a bad flag.
+
+flags:
+`
+
+// ErrBadFlag marks errors that exit with status 2.
+var ErrBadFlag = errors.New("bad flag")
+
+// maxInflight keeps a worker count sane; the server's own bound per connection is 256 outstanding calls.
+const maxInflight = 256
+
+// parseFlags reads the command line; errors name the flag and what is wrong.
+func parseFlags(args []string, out io.Writer) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet("xferload", flag.ContinueOnError)
+	// Parse errors are reported once, by the caller; --help prints the usage to out.
+	fs.SetOutput(io.Discard)
+	var size, chunk, fileSize string
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7070", "frame address of the server, HOST:PORT")
+	fs.StringVar(&c.Method, "method", "", "upload, download or echo (required)")
+	fs.IntVar(&c.Conns, "conns", 1, "TCP connections")
+	fs.IntVar(&c.Inflight, "inflight", 1, "calls in flight per connection (1 to 256)")
+	fs.Float64Var(&c.Rate, "rate", 0, "calls/s over all connections, open model (0: as fast as possible)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured time, after --warmup")
+	fs.DurationVar(&c.Warmup, "warmup", 0, "time at the start whose calls are left out of the figures")
+	fs.Uint64Var(&c.MaxCalls, "max-calls", 0, "stop after this many calls, warmup included, setup not (0: no count bound)")
+	fs.StringVar(&size, "size", "256", "echo payload size (bytes, or KiB/MiB)")
+	fs.StringVar(&chunk, "chunk", "1MiB", "upload chunk size and Read length")
+	fs.StringVar(&fileSize, "file-size", "64MiB", "size of each uploaded file")
+	fs.StringVar(&c.Name, "name", "", "download: a stored file name, or gen:SIZE[:SEED]")
+	fs.BoolVar(&c.Verify, "verify", true, "check downloaded data against the CRC-32 (false: lengths and status only)")
+	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long calls in flight at the end may take")
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, usageHead)
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrBadFlag, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q (every setting is a flag)", ErrBadFlag, fs.Arg(0))
+	}
+	var err error
+	if c.Size, err = sizeFlag("size", size, 0, maxCallBytes); err != nil {
+		return nil, err
+	}
+	if c.Chunk, err = sizeFlag("chunk", chunk, 1, maxCallBytes); err != nil {
+		return nil, err
+	}
+	if c.FileSize, err = sizeFlag("file-size", fileSize, 0, limits.DefaultMaxFileSize); err != nil {
+		return nil, err
+	}
+	if c.Name, err = canonicalName(c.Name); err != nil {
+		return nil, err
+	}
+	return c, c.check()
+}
+
+// check validates the values that do not depend on each other's parsing.
+func (c *Config) check() error {
+	switch {
+	case c.Method != "upload" && c.Method != "download" && c.Method != "echo":
+		return badFlag("method", "want upload, download or echo, got %q", c.Method)
+	case c.Addr == "" || !strings.Contains(c.Addr, ":"):
+		return badFlag("addr", "want HOST:PORT, got %q", c.Addr)
+	case c.Conns < 1 || c.Conns > 4096:
+		return badFlag("conns", "want 1 to 4096, got %d", c.Conns)
+	case c.Inflight < 1 || c.Inflight > maxInflight:
+		return badFlag("inflight", "want 1 to %d, got %d", maxInflight, c.Inflight)
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return badFlag("rate", "want calls/s >= 0, got %v", c.Rate)
+	case c.Duration <= 0:
+		return badFlag("duration", "want a positive duration, got %v", c.Duration)
+	case c.Warmup < 0:
+		return badFlag("warmup", "want a duration >= 0, got %v", c.Warmup)
+	case c.Drain <= 0:
+		return badFlag("drain", "want a positive duration, got %v", c.Drain)
+	case c.Name != "" && c.Method != "download":
+		return badFlag("name", "only download reads a name (method %s)", c.Method)
+	}
+	return nil
+}
+
+func badFlag(name, format string, a ...any) error {
+	return fmt.Errorf("%w: -%s: %s", ErrBadFlag, name, fmt.Sprintf(format, a...))
+}
+
+func sizeFlag(name, s string, lo, hi uint64) (uint64, error) {
+	v, err := config.ParseSize(s, hi)
+	if err != nil {
+		return 0, badFlag(name, "%v", err)
+	}
+	if v < lo {
+		return 0, badFlag(name, "want at least %d, got %q", lo, s)
+	}
+	return v, nil
+}
+
+// canonicalName turns gen:SIZE[:SEED] (SIZE in the size grammar) into the
+// protocol's gen:<bytes>:<seed>; other names pass unchanged.
+func canonicalName(name string) (string, error) {
+	rest, ok := strings.CutPrefix(name, content.GenPrefix)
+	if !ok {
+		return name, nil
+	}
+	sizeStr, seedStr, hasSeed := strings.Cut(rest, ":")
+	size, err := config.ParseSize(sizeStr, limits.DefaultMaxFileSize)
+	if err != nil {
+		return "", badFlag("name", "gen:SIZE[:SEED]: size %v", err)
+	}
+	seed := uint64(0)
+	if hasSeed {
+		if seed, err = strconv.ParseUint(seedStr, 10, 64); err != nil {
+			return "", badFlag("name", "gen:SIZE[:SEED]: seed must be an unsigned decimal below 2^64, got %q", seedStr)
+		}
+	}
+	return fmt.Sprintf("%s%d:%d", content.GenPrefix, size, seed), nil
+}
+
+// maxCallBytes bounds --size and --chunk: above the servers' default
+// --max-chunk (4 MiB) so a server run with a larger one can be driven, and
+// far below what a frame length can carry.
+const maxCallBytes = 64 << 20

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"net"
+
+	"google.golang.org/protobuf/proto"
+
+	"xferbench/servers/go/gen/xferv1"
+	"xferbench/servers/go/internal/content"
+)
+
+// echo sends one payload of --size bytes per call and checks it comes back.
+type echo struct {
+	payload []byte
+	body    []byte // the encoded EchoRequest, the same for every call
+}
+
+func newEcho(cfg *Config) (*echo, error) {
+	e := &echo{payload: make([]byte, cfg.Size)}
+	content.Gen{Size: cfg.Size, Seed: 2}.Fill(e.payload, 0)
+	var err error
+	e.body, err = proto.Marshal(&xferv1.EchoRequest{Payload: e.payload})
+	return e, err
+}
+
+func (e *echo) setup(*conn) (uint64, error) { return 0, nil }
+
+func (e *echo) session(workerID) session { return &echoSession{e: e} }
+
+type echoSession struct {
+	e   *echo
+	buf []byte
+	// resp is reused; proto.Unmarshal resets it.
+	resp xferv1.EchoResponse
+}
+
+func (s *echoSession) call(c *conn) (uint64, string, error) {
+	b, errStr, err := c.call("Xfer.Echo", net.Buffers{s.e.body}, &s.buf)
+	if err != nil {
+		return 0, "", err
+	}
+	if errStr != "" {
+		return 0, errCode(errStr), nil
+	}
+	if proto.Unmarshal(b, &s.resp) != nil {
+		return 0, "verify_body", nil
+	}
+	if !bytes.Equal(s.resp.Payload, s.e.payload) {
+		return uint64(len(s.e.payload)), "verify_payload", nil
+	}
+	return uint64(len(s.e.payload)), "", nil
+}

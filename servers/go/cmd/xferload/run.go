@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// run dials every connection, runs the method's setup, then the workers,
+// and returns the merged figures.
+func run(cfg *Config, runID string) (Result, error) {
+	m, err := newMethod(cfg, runID)
+	if err != nil {
+		return Result{}, err
+	}
+	conns, err := dialAll(cfg)
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+	if err != nil {
+		return Result{}, err
+	}
+	setupCalls, err := m.setup(conns[0])
+	if err != nil {
+		return Result{}, fmt.Errorf("setup of %s: %w", cfg.Method, err)
+	}
+	name := cfg.Name
+	if d, ok := m.(*download); ok {
+		name = d.name
+	}
+
+	start := time.Now()
+	warmEnd := start.Add(cfg.Warmup)
+	s := &schedule{start: start, end: warmEnd.Add(cfg.Duration), rate: cfg.Rate, maxCalls: cfg.MaxCalls}
+	cpu := cpuAt(warmEnd)
+	// Calls in flight at the end get --drain to finish; then the connections
+	// are closed, which fails whatever still waits.
+	stuck := time.AfterFunc(time.Until(s.end)+cfg.Drain, func() {
+		for _, c := range conns {
+			_ = c.nc.Close()
+		}
+	})
+	defer stuck.Stop()
+
+	tallies := make([]*tally, 0, cfg.Conns*cfg.Inflight)
+	var wg sync.WaitGroup
+	for ci, c := range conns {
+		for wi := range cfg.Inflight {
+			t := newTally()
+			tallies = append(tallies, t)
+			sess := m.session(workerID{conn: ci, worker: wi})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				work(s, c, sess, t, warmEnd)
+			}()
+		}
+	}
+	wg.Wait()
+	total := newTally()
+	for _, t := range tallies {
+		total.merge(t)
+	}
+	r := total.result(cfg, name, warmEnd, cpu(), setupCalls)
+	r.MissedCalls = s.missed()
+	return r, nil
+}
+
+// dialAll opens every connection before any call, so a refused one fails
+// the run at once; it returns those opened so far with an error.
+func dialAll(cfg *Config) ([]*conn, error) {
+	conns := make([]*conn, 0, cfg.Conns)
+	for range cfg.Conns {
+		c, err := dial(cfg.Addr, max(cfg.Chunk, cfg.Size))
+		if err != nil {
+			return conns, fmt.Errorf("cannot connect to %s: %w", cfg.Addr, err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+// work is one worker: take a call from the schedule, make it, record it.
+func work(s *schedule, c *conn, sess session, t *tally, warmEnd time.Time) {
+	for {
+		intended, ok := s.next(time.Now())
+		if !ok {
+			return
+		}
+		wait(intended)
+		sent := time.Now()
+		bytes, code, err := sess.call(c)
+		if err != nil {
+			t.errors["connection"]++ // no answer: not a call the server finished
+			return
+		}
+		t.record(intended, sent, time.Now(), warmEnd, bytes, code)
+	}
+}
+
+// cpuAt samples the process's CPU time at t (or now, if the run ends before
+// t) and returns a function giving the CPU seconds used since.
+func cpuAt(t time.Time) func() float64 {
+	var mu sync.Mutex
+	var base float64
+	taken := false
+	take := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !taken {
+			base, taken = cpuSeconds(), true
+		}
+	}
+	timer := time.AfterFunc(time.Until(t), take)
+	return func() float64 {
+		timer.Stop()
+		take()
+		return cpuSeconds() - base
+	}
+}
+
+// cpuSeconds is this process's user + system CPU time (getrusage).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}

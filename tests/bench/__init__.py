@@ -1,0 +1,1 @@
+"""Tests of the benchmark tools (build/bin/xferload) against the real servers."""
