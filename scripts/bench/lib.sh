@@ -34,7 +34,9 @@ on_gen() { taskset -c "$GEN_CPUS" "$@"; }
 # and set SERVER_PID and SERVER_READY (the ready line). Addresses come from ready_field.
 start_server() {
   local log=$1; shift
-  on_server "$@" 2>"$log" &
+  # taskset itself in the background (not the on_server function, which would fork a subshell): $! is then
+  # the server's own PID, for kill, cpu_seconds and perf -p.
+  taskset -c "$SERVER_CPUS" "$@" 2>"$log" &
   SERVER_PID=$!
   BENCH_PIDS+=("$SERVER_PID")
   local i
