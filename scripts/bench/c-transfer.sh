@@ -32,7 +32,7 @@ declare -A thr cost   # [path,config,round]: calls/s or MB/s; server CPU s per G
 # top5 FILE: the five symbols with the most server samples, "share symbol" each.
 top5() {
   perf report -i "$1" --no-children --sort symbol --stdio -g none 2>/dev/null |
-    awk '/^ *[0-9.]+%/ { printf "%s %s\n", $1, $3; if (++n == 5) exit }'
+    awk '/^ *[0-9.]+%/ && n++ < 5 { printf "%s %s\n", $1, $3 }'
 }
 
 # bench_args PATH: xferd-c-bench's flags for that path.
