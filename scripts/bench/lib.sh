@@ -41,7 +41,7 @@ start_server() {
   BENCH_PIDS+=("$SERVER_PID")
   local i
   for i in $(seq 1 400); do
-    if SERVER_READY=$(grep -m1 ' ready ' "$log"); then return 0; fi
+    if SERVER_READY=$(grep -m1 ' ready ' "$log" 2>/dev/null); then return 0; fi
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.025
   done
