@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import zlib
+from pathlib import Path
 
 from tests.c.test_xferd_c import NAME, FrameConn, binary, metric_value, scrape
 from tests.support.servers import RunningServer, running_server
@@ -49,7 +50,7 @@ def families(text: str) -> set[str]:
     return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
 
 
-def test_metrics_off_records_nothing_per_call(tmp_path) -> None:
+def test_metrics_off_records_nothing_per_call(tmp_path: Path) -> None:
     with running_server(NAME, ["--metrics=off", f"--store=disk:{tmp_path}"]) as s:
         assert s.ready["instrumentation"] == "off"
         make_calls(s)
@@ -62,13 +63,13 @@ def test_metrics_off_records_nothing_per_call(tmp_path) -> None:
         assert 'xfer_build_info{server="xferd-c",' in text
 
 
-def test_metrics_off_from_the_environment(tmp_path) -> None:
+def test_metrics_off_from_the_environment(tmp_path: Path) -> None:
     with running_server(NAME, [f"--store=disk:{tmp_path}"], env={"XFERD_METRICS": "off"}) as s:
         assert s.ready["instrumentation"] == "off"
         assert metric_value(scrape(s), "xfer_instrumentation_enabled") == 0
 
 
-def test_metrics_on_counts_every_call_exactly(tmp_path) -> None:
+def test_metrics_on_counts_every_call_exactly(tmp_path: Path) -> None:
     with running_server(NAME, [f"--store=disk:{tmp_path}"]) as s:
         assert s.ready["instrumentation"] == "on"
         uploaded = make_calls(s)
