@@ -34,14 +34,14 @@ on_gen() { taskset -c "$GEN_CPUS" "$@"; }
 # and set SERVER_PID and SERVER_READY (the ready line). Addresses come from ready_field.
 start_server() {
   local log=$1; shift
-  # taskset itself, not the on_server function: a function in the background runs in a subshell, so $!
-  # would be that bash (cpu_seconds 0, and stop_server's SIGTERM would orphan the server); taskset execs.
+  # taskset itself in the background (not the on_server function, which would fork a subshell): $! is then
+  # the server's own PID, for kill, cpu_seconds and perf -p.
   taskset -c "$SERVER_CPUS" "$@" 2>"$log" &
   SERVER_PID=$!
   BENCH_PIDS+=("$SERVER_PID")
   local i
   for i in $(seq 1 400); do
-    if SERVER_READY=$(grep -m1 ' ready ' "$log"); then return 0; fi
+    if SERVER_READY=$(grep -m1 ' ready ' "$log" 2>/dev/null); then return 0; fi
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.025
   done

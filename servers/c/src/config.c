@@ -27,6 +27,9 @@ static const flag flags[] = {
     F("metrics-addr", "HOST:PORT", T_STR, metrics_addr, "/metrics listener"),
     F("store", "mem|disk:DIR", T_STR, store_spec, "file store, in memory or in a directory"),
     F("alloc", "NAME", T_STR, alloc, "allocator: glibc, jemalloc, tcmalloc, mimalloc or pool"),
+    F("metrics", "on|off", T_STR, metrics,
+      "per-call instrumentation; off: no counter or histogram is touched on the request path, and /metrics "
+      "keeps only the gauges read at scrape time (xfer_instrumentation_enabled 0)"),
     F("io-threads", "N", T_U32, io_threads, "event-loop threads"),
     F("workers", "N", T_U32, workers, "worker threads executing calls"),
     F("max-file-size", "SIZE", T_SIZE64, max_file_size, "largest declared file size"),
@@ -178,6 +181,7 @@ static void config_defaults(config *cfg) {
     cfg->io_threads = 2;
     cfg->workers = 2;
     strcpy(cfg->alloc, "glibc");
+    strcpy(cfg->metrics, "on");
 
 }
 
@@ -280,6 +284,10 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     for (size_t i = 0; i < 5; i++) ok |= strcmp(cfg->alloc, allocs[i]) == 0;
     if (!ok) {
         snprintf(err, errlen, "--alloc %s: want glibc, jemalloc, tcmalloc, mimalloc or pool", cfg->alloc);
+        return -1;
+    }
+    if (strcmp(cfg->metrics, "on") != 0 && strcmp(cfg->metrics, "off") != 0) {
+        snprintf(err, errlen, "--metrics %s (XFERD_METRICS): want on or off", cfg->metrics);
         return -1;
     }
     if (cfg->io_threads < 1 || cfg->io_threads > CONFIG_MAX_THREADS || cfg->workers < 1 ||

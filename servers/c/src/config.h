@@ -31,6 +31,7 @@ typedef struct {
     uint64_t write_timeout_ms;
     uint64_t drain_timeout_ms;
     char alloc[16]; /* glibc | jemalloc | tcmalloc | mimalloc | pool */
+    char metrics[8]; /* on | off: per-call instrumentation (counters, histograms, allocation counts) */
 } config;
 
 #define CONFIG_MAX_THREADS 64

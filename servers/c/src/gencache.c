@@ -44,6 +44,15 @@ static blk *block_get(uint64_t seed, uint64_t index) {
     if (!nb) return NULL;
     gen_fill(seed, index * GEN_BLOCK, nb->data, GEN_BLOCK);
     pthread_mutex_lock(&mu);
+    /* Another thread may have cached it meanwhile: keep one entry per block. A duplicate would take a slot,
+     * and a scan as large as the cache would then miss on every block (LRU evicts the next one it needs). */
+    for (int i = 0; i < GENCACHE_BLOCKS; i++)
+        if (blocks[i].b && blocks[i].seed == seed && blocks[i].index == index) {
+            blocks[i].last_use = ++clock_;
+            blocks[i].last_ms = stats_now_ns() / 1000000u;
+            pthread_mutex_unlock(&mu);
+            return nb;
+        }
     int victim = 0;
     for (int i = 0; i < GENCACHE_BLOCKS; i++) {
         if (!blocks[i].b) { victim = i; break; }
@@ -165,6 +174,16 @@ void gencache_expire(uint64_t now_ms) {
         }
     pthread_mutex_unlock(&mu);
     while (n) blk_unref(drop[--n]); /* outside the lock: a free may take a while */
+}
+
+int gencache_duplicates(void) {
+    int d = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < GENCACHE_BLOCKS; i++)
+        for (int j = i + 1; j < GENCACHE_BLOCKS && blocks[i].b; j++)
+            d += blocks[j].b && blocks[j].seed == blocks[i].seed && blocks[j].index == blocks[i].index;
+    pthread_mutex_unlock(&mu);
+    return d;
 }
 
 void gencache_reset(void) {

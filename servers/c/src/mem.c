@@ -15,6 +15,7 @@ typedef struct counter_block {
 } counter_block;
 
 static mem_mode mode = MEM_SYSTEM;
+static int counting = 1;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static counter_block *blocks; /* every thread's counters, kept after the thread ends */
 static _Atomic uint64_t orphan_gets; /* counts of threads that could not get a block */
@@ -22,6 +23,7 @@ static _Thread_local counter_block *mine;
 
 void mem_init(mem_mode m) { mode = m; }
 mem_mode mem_get_mode(void) { return mode; }
+void mem_set_counting(int on) { counting = on; }
 
 static void count_get(void) {
     if (!mine) {
@@ -42,7 +44,7 @@ static void count_get(void) {
 
 void *mem_alloc(size_t n) {
     if (mode == MEM_POOL) return pool_alloc(n);
-    count_get();
+    if (counting) count_get();
     return malloc(n ? n : 1);
 }
 

@@ -14,6 +14,10 @@ typedef enum { MEM_SYSTEM = 0, MEM_POOL = 1 } mem_mode;
 void mem_init(mem_mode mode);
 mem_mode mem_get_mode(void);
 
+/* --metrics off: stop counting allocations (xfer_buffer_pool_*_total); call before any other thread starts.
+ * The pool (MEM_POOL) keeps its own per-thread counts: they are its bookkeeping, not instrumentation. */
+void mem_set_counting(int on);
+
 void *mem_alloc(size_t n);
 void *mem_calloc(size_t n, size_t size); /* zeroed; NULL when n * size overflows */
 void mem_free(void *p);

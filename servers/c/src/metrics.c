@@ -96,58 +96,68 @@ static uint64_t rss_bytes(void) {
     return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-char *metrics_render(const metrics_info *mi, size_t *len) {
-    sbuf b = {.buf = malloc(16384), .cap = 16384};
-    if (!b.buf) return NULL;
+/* The families fed by every call (--metrics on): requests, latency, bytes moved, allocations. */
+static void write_per_call(sbuf *b) {
     stats_block *s = malloc(sizeof *s); /* large: keep it off the stack */
     if (!s) {
-        free(b.buf);
-        return NULL;
+        b->oom = 1;
+        return;
     }
     stats_sum(s);
 
-    header(&b, "xfer_requests_total", "counter", "Calls handled, by transport, method and outcome code.");
+    header(b, "xfer_requests_total", "counter", "Calls handled, by transport, method and outcome code.");
     for (int m = 0; m < M__COUNT; m++)
         for (int c = 0; c < XERR__COUNT; c++) {
             uint64_t v = s->requests[m][c];
             if (v || (c == XERR_OK && m != M_UNKNOWN))
-                sb_printf(&b, "xfer_requests_total{transport=\"frame\",method=\"%s\",code=\"%s\"} %llu\n",
+                sb_printf(b, "xfer_requests_total{transport=\"frame\",method=\"%s\",code=\"%s\"} %llu\n",
                           method_label((method_id)m), xerr_name((xerr_code)c), (unsigned long long)v);
         }
-    header(&b, "xfer_request_duration_seconds", "histogram", "Time from a whole request frame to its response.");
+    header(b, "xfer_request_duration_seconds", "histogram", "Time from a whole request frame to its response.");
     for (int m = 0; m < M__COUNT; m++) {
         uint64_t cum = 0;
         const char *ml = method_label((method_id)m);
         for (int k = 0; k < STATS_NBUCKETS; k++) {
             cum += s->hist[m][k];
-            sb_printf(&b, "xfer_request_duration_seconds_bucket{transport=\"frame\",method=\"%s\",le=\"%s\"} %llu\n",
+            sb_printf(b, "xfer_request_duration_seconds_bucket{transport=\"frame\",method=\"%s\",le=\"%s\"} %llu\n",
                       ml, stats_bound_text[k], (unsigned long long)cum);
         }
         cum += s->hist[m][STATS_NBUCKETS];
-        sb_printf(&b, "xfer_request_duration_seconds_bucket{transport=\"frame\",method=\"%s\",le=\"+Inf\"} %llu\n", ml,
+        sb_printf(b, "xfer_request_duration_seconds_bucket{transport=\"frame\",method=\"%s\",le=\"+Inf\"} %llu\n", ml,
                   (unsigned long long)cum);
-        sb_printf(&b, "xfer_request_duration_seconds_sum{transport=\"frame\",method=\"%s\"} %.9f\n", ml,
+        sb_printf(b, "xfer_request_duration_seconds_sum{transport=\"frame\",method=\"%s\"} %.9f\n", ml,
                   (double)s->sum_ns[m] / 1e9);
-        sb_printf(&b, "xfer_request_duration_seconds_count{transport=\"frame\",method=\"%s\"} %llu\n", ml,
+        sb_printf(b, "xfer_request_duration_seconds_count{transport=\"frame\",method=\"%s\"} %llu\n", ml,
                   (unsigned long long)cum);
     }
-    header(&b, "xfer_transfer_bytes_total", "counter", "File bytes moved, by direction.");
-    sb_printf(&b, "xfer_transfer_bytes_total{direction=\"upload\"} %llu\n", (unsigned long long)s->bytes_upload);
-    sb_printf(&b, "xfer_transfer_bytes_total{direction=\"download\"} %llu\n", (unsigned long long)s->bytes_download);
+    header(b, "xfer_transfer_bytes_total", "counter", "File bytes moved, by direction.");
+    sb_printf(b, "xfer_transfer_bytes_total{direction=\"upload\"} %llu\n", (unsigned long long)s->bytes_upload);
+    sb_printf(b, "xfer_transfer_bytes_total{direction=\"download\"} %llu\n", (unsigned long long)s->bytes_download);
     free(s);
+
+    mem_counts mc;
+    mem_counts_get(&mc);
+    header(b, "xfer_buffer_pool_gets_total", "counter",
+           "Allocations asked of the allocator layer: everything a call allocates (its job, frames, answers, store records).");
+    sb_printf(b, "xfer_buffer_pool_gets_total %llu\n", (unsigned long long)mc.gets);
+    header(b, "xfer_buffer_pool_news_total", "counter", "Of those, buffers freshly allocated (all without the pool).");
+    sb_printf(b, "xfer_buffer_pool_news_total %llu\n", (unsigned long long)mc.news);
+}
+
+char *metrics_render(const metrics_info *mi, size_t *len) {
+    sbuf b = {.buf = malloc(16384), .cap = 16384};
+    if (!b.buf) return NULL;
+    header(&b, "xfer_instrumentation_enabled", "gauge",
+           "1: per-call counters and histograms are recorded (--metrics on); 0: --metrics off, and the "
+           "xfer_requests_total, xfer_request_duration_seconds, xfer_transfer_bytes_total and "
+           "xfer_buffer_pool_*_total families are absent.");
+    sb_printf(&b, "xfer_instrumentation_enabled %d\n", mi->per_call ? 1 : 0);
+    if (mi->per_call) write_per_call(&b);
 
     header(&b, "xfer_connections", "gauge", "Open frame connections.");
     sb_printf(&b, "xfer_connections %lld\n", (long long)atomic_load(&stats_connections));
     header(&b, "xfer_inflight_requests", "gauge", "Calls received and not yet answered.");
     sb_printf(&b, "xfer_inflight_requests %lld\n", (long long)atomic_load(&stats_inflight));
-
-    mem_counts mc;
-    mem_counts_get(&mc);
-    header(&b, "xfer_buffer_pool_gets_total", "counter",
-           "Allocations asked of the allocator layer: everything a call allocates (its job, frames, answers, store records).");
-    sb_printf(&b, "xfer_buffer_pool_gets_total %llu\n", (unsigned long long)mc.gets);
-    header(&b, "xfer_buffer_pool_news_total", "counter", "Of those, buffers freshly allocated (all without the pool).");
-    sb_printf(&b, "xfer_buffer_pool_news_total %llu\n", (unsigned long long)mc.news);
 
     header(&b, "xfer_build_info", "gauge", "Build and configuration; the value is 1.");
     sb_printf(&b,

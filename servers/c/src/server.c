@@ -365,7 +365,7 @@ static int conn_dispatch(conn *c, blk *b, const uint8_t *frame, size_t len) {
     j->m = method_lookup(hdr.method, hdr.method_len);
     j->reserve = expected_reply(j->m, &p, s->cfg.hc.max_chunk);
     c->reserved += j->reserve;
-    j->t0_ns = stats_now_ns();
+    j->t0_ns = stats_enabled ? stats_now_ns() : 0;
     c->refs++;
     c->pending++;
     atomic_fetch_add(&stats_inflight, 1);
@@ -678,7 +678,8 @@ static void *worker_main(void *arg) {
         blk_unref(j->req);
         j->req = NULL;
         j->frame = NULL;
-        stats_record(j->m, j->res.code, stats_now_ns() - j->t0_ns, j->res.in_bytes, j->res.out_bytes);
+        if (stats_enabled)
+            stats_record(j->m, j->res.code, stats_now_ns() - j->t0_ns, j->res.in_bytes, j->res.out_bytes);
 
         loop *lp = j->c->lp;
         pthread_mutex_lock(&lp->mu);

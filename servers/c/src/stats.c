@@ -15,6 +15,7 @@ const char *const stats_bound_text[STATS_NBUCKETS] = {
     "0.007",  "0.01",    "0.015",  "0.02",   "0.03",   "0.05",   "0.07",  "0.1",    "0.15",  "0.2",   "0.3",
     "0.5",    "0.7",     "1",      "1.5",    "2",      "3",      "5",     "7",      "10"};
 
+bool stats_enabled = true;
 _Atomic int64_t stats_connections;
 _Atomic int64_t stats_inflight;
 

@@ -4,6 +4,7 @@
 #define XFERD_STATS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "handlers.h"
@@ -25,6 +26,10 @@ typedef struct stats_block {
 /* Server-wide gauges. */
 extern _Atomic int64_t stats_connections;
 extern _Atomic int64_t stats_inflight;
+
+/* --metrics on|off: false leaves the request path without clock reads or counter writes (the caller
+ * checks it before stats_now_ns / stats_record). Set once before any thread starts, read-only after. */
+extern bool stats_enabled;
 
 /* Records one call from this thread. */
 void stats_record(method_id m, xerr_code code, uint64_t dur_ns, uint64_t up_bytes, uint64_t down_bytes);

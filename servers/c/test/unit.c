@@ -673,6 +673,30 @@ static void test_gen_blocks(void) {
     gen_crc_cache_reset();
 }
 
+/* Threads missing on the same blocks at once leave one cache entry per block: a duplicate would take a slot,
+ * and a scan as large as the cache would then miss on every block for as long as it runs. */
+#define GEN_RACE_THREADS 3
+#define GEN_RACE_BLOCKS 8
+
+static void *gen_race_scan(void *arg) {
+    (void)arg;
+    blk_span sp[1];
+    for (uint64_t k = 0; k < GEN_RACE_BLOCKS; k++)
+        if (gencache_spans(91, k * GEN_BLOCK, 1, sp, 1) == 1) blk_unref(sp[0].ref);
+    return NULL;
+}
+
+static void test_gen_racing_misses(void) {
+    gencache_reset();
+    pthread_t th[GEN_RACE_THREADS];
+    int started = 0;
+    for (int i = 0; i < GEN_RACE_THREADS; i++) started += pthread_create(&th[i], NULL, gen_race_scan, NULL) == 0;
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    CHECK(started == GEN_RACE_THREADS, "started %d scanning threads", started);
+    CHECK(gencache_duplicates() == 0, "%d duplicate cache entries after racing misses", gencache_duplicates());
+    gencache_reset();
+}
+
 /* ---------- in-place request bodies ---------- */
 
 typedef struct {
@@ -909,6 +933,7 @@ int main(int argc, char **argv) {
     test_reqbody();
     test_zero_copy();
     test_gen_blocks();
+    test_gen_racing_misses();
     test_pool();
     failures += edges_run(vdir, &checks);
     /* the same store and handler paths again with the pool serving every buffer */
