@@ -1,0 +1,51 @@
+"""Xfer.Meta / FileTransfer.Meta (PROTOCOL.md "Meta"): the answer a server owes for a list of entries,
+and the check both clients make of the answer they got."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from py_client.content import crc32
+from py_client.errors import XferError
+from xfer.v1 import file_transfer_pb2 as pb
+
+Entries = Sequence[tuple[str, str]]
+
+
+def sorted_entries(entries: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The entries in the server's order: by key, compared as UTF-8 bytes (Go's and memcmp's order)."""
+    return sorted(entries, key=lambda kv: kv[0].encode())
+
+
+def digest(entries: Iterable[tuple[str, str]]) -> int:
+    """CRC-32 over key NUL value NUL of each entry, in the order given."""
+    crc = 0
+    for k, v in entries:
+        crc = crc32(k.encode() + b"\0" + v.encode() + b"\0", crc)
+    return crc
+
+
+def request(entries: Entries) -> pb.MetaRequest:
+    return pb.MetaRequest(entries=[pb.MetaEntry(key=k, value=v) for k, v in entries])
+
+
+def expected_response(entries: Entries) -> pb.MetaResponse:
+    """The MetaResponse a server must send for these (valid, distinct-key) entries."""
+    ordered = sorted_entries(entries)
+    return pb.MetaResponse(entries=[pb.MetaEntry(key=k, value=v) for k, v in ordered], digest=digest(ordered))
+
+
+def check_response(entries: Entries, resp: pb.MetaResponse) -> list[tuple[str, str]]:
+    """The answer's entries, after checking they are ours sorted by key and the digest covers them.
+
+    Raises XferError("data_loss", ...) naming the first difference."""
+    got = [(e.key, e.value) for e in resp.entries]
+    want = sorted_entries(entries)
+    if got != want:
+        first = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), min(len(got), len(want)))
+        raise XferError("data_loss", f"meta answer has {len(got)} entries, sent {len(want)}; first difference "
+                                     f"at sorted entry {first}")
+    if resp.digest != digest(got):
+        raise XferError("data_loss", f"meta digest 0x{resp.digest:08x} differs from the client's "
+                                     f"0x{digest(got):08x}")
+    return got
