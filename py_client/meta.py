@@ -3,6 +3,7 @@ and the check both clients make of the answer they got."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 
 from py_client.content import crc32
@@ -49,3 +50,26 @@ def check_response(entries: Entries, resp: pb.MetaResponse) -> list[tuple[str, s
         raise XferError("data_loss", f"meta digest 0x{resp.digest:08x} differs from the client's "
                                      f"0x{digest(got):08x}")
     return got
+
+
+_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+
+
+def random_entries(count: int, lo: int, hi: int, rng: random.Random) -> list[tuple[str, str]]:
+    """count entries with distinct keys, each key and value lo..hi ASCII bytes (keys at least 1 byte)."""
+    if count < 0 or lo < 0 or hi < lo or hi > 4096:
+        raise ValueError(f"entries {count}, sizes {lo}-{hi}: want count >= 0 and 0 <= lo <= hi <= 4096")
+    key_lo, key_hi = max(lo, 1), max(min(hi, 256), 1)
+    keys: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for _ in range(100 * count + 100):  # bounded: distinct keys from 64^k choices come quickly
+        if len(out) == count:
+            break
+        key = "".join(rng.choices(_ALPHABET, k=rng.randint(min(key_lo, key_hi), key_hi)))
+        if key in keys:
+            continue
+        keys.add(key)
+        out.append((key, "".join(rng.choices(_ALPHABET, k=rng.randint(lo, hi)))))
+    if len(out) != count:
+        raise ValueError(f"could not draw {count} distinct keys of {key_lo}-{key_hi} bytes")
+    return out
