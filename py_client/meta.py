@@ -36,11 +36,15 @@ def expected_response(entries: Entries) -> pb.MetaResponse:
     return pb.MetaResponse(entries=[pb.MetaEntry(key=k, value=v) for k, v in ordered], digest=digest(ordered))
 
 
+def entries_of(resp: pb.MetaResponse) -> list[tuple[str, str]]:
+    return [(e.key, e.value) for e in resp.entries]
+
+
 def check_response(entries: Entries, resp: pb.MetaResponse) -> list[tuple[str, str]]:
     """The answer's entries, after checking they are ours sorted by key and the digest covers them.
 
     Raises XferError("data_loss", ...) naming the first difference."""
-    got = [(e.key, e.value) for e in resp.entries]
+    got = entries_of(resp)
     want = sorted_entries(entries)
     if got != want:
         first = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), min(len(got), len(want)))
