@@ -81,15 +81,11 @@ func Digest(entries []*xferv1.MetaEntry) uint32 {
 }
 
 // MalformedMessage names what was wrong with a MetaRequest body that did not
-// decode: proto.Unmarshal refuses invalid UTF-8 in a string field, and says
-// which field in its error text (it exports no error value for it).
+// decode: proto.Unmarshal refuses invalid UTF-8 in a string field, saying so
+// in its error text only (no error value, no field name).
 func MalformedMessage(decodeErr error) string {
-	text := decodeErr.Error()
-	switch {
-	case strings.Contains(text, "invalid UTF-8") && strings.Contains(text, "MetaEntry.key"):
-		return "malformed MetaRequest body: a key is not valid UTF-8"
-	case strings.Contains(text, "invalid UTF-8"):
-		return "malformed MetaRequest body: a value is not valid UTF-8"
+	if strings.Contains(decodeErr.Error(), "invalid UTF-8") {
+		return "malformed MetaRequest body: a key or value is not valid UTF-8"
 	}
 	return "malformed MetaRequest body"
 }
