@@ -140,7 +140,10 @@ int meta_prepare(const uint8_t *body, size_t len, uint32_t max_entries, meta_ans
         return 0;
     }
     Xfer__V1__MetaRequest *req = xfer__v1__meta_request__unpack(mem_pb_allocator(), len, body);
-    if (!req) return -1; /* pbwire_check passes only what protobuf-c accepts: this is out of memory */
+    if (!req) { /* protobuf-c refuses more than pbwire_check (a known field with another wire type), or memory ran out */
+        xerr_set(e, XERR_INVALID_ARGUMENT, "malformed MetaRequest body");
+        return 0;
+    }
     c.entries = req->entries;
     int rc = 0;
     if (req->n_entries != count) {
