@@ -206,7 +206,7 @@ def test_client_maps_status_codes(grpc_server: RunningServer) -> None:
 # ---- Meta (PROTOCOL.md "Meta") ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("entries", "named"), [
-    ([("k%d" % i, "v") for i in range(1025)], "1025 entries exceed limit 1024 (--max-meta-entries)"),
+    ([(f"k{i}", "v") for i in range(1025)], "1025 entries exceed limit 1024 (--max-meta-entries)"),
     ([("k" * 257, "v")], "key length 257 is outside 1..256"),
     ([("k", "v" * 4097)], "value length 4097 exceeds limit 4096"),
     ([("a", "1"), ("a", "1")], 'duplicate key "a"'),
