@@ -34,7 +34,9 @@ on_gen() { taskset -c "$GEN_CPUS" "$@"; }
 # and set SERVER_PID and SERVER_READY (the ready line). Addresses come from ready_field.
 start_server() {
   local log=$1; shift
-  on_server "$@" 2>"$log" &
+  # taskset itself, not the on_server function: a backgrounded function runs in a subshell, and $! would be
+  # that subshell's pid, so cpu_seconds read the subshell and stop_server left the server running.
+  taskset -c "$SERVER_CPUS" "$@" 2>"$log" &
   SERVER_PID=$!
   BENCH_PIDS+=("$SERVER_PID")
   local i
