@@ -140,7 +140,7 @@ int meta_prepare(const uint8_t *body, size_t len, uint32_t max_entries, meta_ans
         return 0;
     }
     Xfer__V1__MetaRequest *req = xfer__v1__meta_request__unpack(mem_pb_allocator(), len, body);
-    if (!req) { /* protobuf-c refuses more than pbwire_check (a known field with another wire type), or memory ran out */
+    if (!req) { /* protobuf-c refuses more than pbwire_check (a known field of another wire type), or no memory */
         xerr_set(e, XERR_INVALID_ARGUMENT, "malformed MetaRequest body");
         return 0;
     }

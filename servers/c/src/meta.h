@@ -22,8 +22,9 @@ typedef struct {
     uint32_t digest;
 } meta_answer;
 
-/* Decodes and checks body[0..len) and fills *out. Returns XERR_OK, or the call error in e (out then holds
- * nothing to release). Returns -1 when out of memory. Call meta_release after a success. */
+/* Decodes and checks body[0..len) against PROTOCOL.md "Meta". e->code must be XERR_OK on entry. Returns 0
+ * with *out filled (call meta_release after), or 0 with the call error in e (out holds nothing to release),
+ * or -1 when out of memory. */
 int meta_prepare(const uint8_t *body, size_t len, uint32_t max_entries, meta_answer *out, xerr *e);
 void meta_release(meta_answer *a);
 
