@@ -20,8 +20,9 @@ class MetaUser(XferUser):
         super().on_start()
         cfg = self.xfer.config
         lo, hi = cfg.meta_size
-        self.entries = meta.random_entries(cfg.meta_entries, lo, hi, self.rng)
-        self.entry_bytes = sum(len(k) + len(v) for k, v in self.entries)  # ASCII: characters are bytes
+        entries = meta.random_entries(cfg.meta_entries, lo, hi, self.rng)
+        self.entries = meta.prepare(entries)  # the request and the answer it must get, made once
+        self.entry_bytes = sum(len(k) + len(v) for k, v in entries)  # ASCII: characters are bytes
 
     def run_once(self) -> int:
         if not self.xfer.config.verify:

@@ -328,10 +328,11 @@ class FrameClient:
                          file_transfer_pb2.StatResponse)
         return StatResult(resp.name, resp.size, resp.crc32)
 
-    def meta(self, entries: Entries, *, check: bool = True) -> list[tuple[str, str]]:
+    def meta(self, entries: Entries | meta.Prepared, *, check: bool = True) -> list[tuple[str, str]]:
         """Xfer.Meta: the server's answer (entries sorted by key), checked against ours and its digest
         unless check=False (a load generator's --xfer-verify off)."""
-        resp = self.call("Xfer.Meta", meta.request(entries), file_transfer_pb2.MetaResponse)
+        body = entries.body if isinstance(entries, meta.Prepared) else meta.request(entries)
+        resp = self.call("Xfer.Meta", body, file_transfer_pb2.MetaResponse)
         return meta.check_response(entries, resp) if check else meta.entries_of(resp)
 
     def upload(self, name: str, data: Buffer | None = None, *, path: str | os.PathLike[str] | None = None,

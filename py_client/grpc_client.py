@@ -68,11 +68,12 @@ class GrpcClient:
             raise XferError.from_grpc(e) from None
         return StatResult(resp.name, resp.size, resp.crc32)
 
-    def meta(self, entries: Entries, *, check: bool = True) -> list[tuple[str, str]]:
+    def meta(self, entries: Entries | meta.Prepared, *, check: bool = True) -> list[tuple[str, str]]:
         """FileTransfer.Meta: the server's answer (entries sorted by key), checked against ours and its digest
         unless check=False (a load generator's --xfer-verify off)."""
         try:
-            resp = self._stub.Meta(meta.request(entries), timeout=self.timeout)
+            req = entries.request if isinstance(entries, meta.Prepared) else meta.request(entries)
+            resp = self._stub.Meta(req, timeout=self.timeout)
         except grpc.RpcError as e:
             raise XferError.from_grpc(e) from None
         return meta.check_response(entries, resp) if check else meta.entries_of(resp)
