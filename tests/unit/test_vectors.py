@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from google.protobuf.message import DecodeError, Message
 
-from py_client import meta
+from py_client import XferError, meta
 from py_client.content import crc32, gen_bytes, gen_crc32, parse_gen_name
 from py_client.frame import (
     DEFAULT_MAX_FRAME,
@@ -184,6 +184,7 @@ def test_meta_answers(vec: list[str]) -> None:
     assert meta.expected_response(entries).SerializeToString(deterministic=True) == want
     resp = file_transfer_pb2.MetaResponse.FromString(want)
     assert meta.check_response(entries, resp) == meta.sorted_entries(entries)
+    assert meta.check_response(meta.prepare(entries), resp) == meta.sorted_entries(entries)
 
 
 @pytest.mark.parametrize("vec", [v for v in META if not v[3].startswith("ok:")],
@@ -212,3 +213,17 @@ def test_meta_refusals_break_the_rule_they_name(vec: list[str]) -> None:
 def test_meta_digest_check_value() -> None:
     assert meta.digest([("12345678", "9")]) == crc32(b"12345678\x009\x00")
     assert meta.digest([]) == 0
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_meta_check_catches_a_wrong_answer(prepared: bool) -> None:
+    sent = [("b", "2"), ("a", "1")]
+    arg: meta.Entries | meta.Prepared = meta.prepare(sent) if prepared else sent
+    good = meta.expected_response(sent)
+    unsorted = file_transfer_pb2.MetaResponse(entries=list(reversed(good.entries)), digest=good.digest)
+    bad_digest = file_transfer_pb2.MetaResponse(entries=good.entries, digest=good.digest ^ 1)
+    lost = file_transfer_pb2.MetaResponse(entries=good.entries[:1], digest=meta.digest([("a", "1")]))
+    for resp, why in ((unsorted, "first difference"), (bad_digest, "digest"), (lost, "1 entries, sent 2")):
+        with pytest.raises(XferError, match=why) as info:
+            meta.check_response(arg, resp)
+        assert info.value.code == "data_loss"
