@@ -28,7 +28,7 @@ _CHECK_RE = re.compile(
     r"(?P<value>[0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)\s*(?P<unit>us|µs|ms|s|%)?\s*"
 )
 _TIME_UNITS = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-CHECK_METHODS = ("Upload", "Download", "Echo", "UploadChunk", "DownloadChunk")
+CHECK_METHODS = ("Upload", "Download", "Echo", "Meta", "UploadChunk", "DownloadChunk")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,

@@ -54,8 +54,8 @@ def families(snap: Snapshot) -> Iterator[CounterMetricFamily | HistogramMetricFa
     for d in ("upload", "download"):
         moved.add_metric([d], snap.bytes.get(d, 0))
     yield moved
-    checked = CounterMetricFamily("xfer_client_verifications_total", "Checksums (Upload, Download) and echo "
-                                  "payloads checked; result is ok or mismatch.", labels=("method", "result"))
+    checked = CounterMetricFamily("xfer_client_verifications_total", "Checksums (Upload, Download), echo payloads "
+                                  "and meta answers checked; result is ok or mismatch.", labels=("method", "result"))
     for (m, r), n in sorted(snap.verified.items()):
         checked.add_metric([m, r], n)
     yield checked

@@ -22,7 +22,7 @@ from loadgen._webui import refuse_bad_swarm
 
 log = logging.getLogger("xfer")
 EXIT_BAD_OPTION = 2
-MIX_CLASSES = {"upload": "UploadUser", "download": "DownloadUser", "echo": "EchoUser"}
+MIX_CLASSES = {"upload": "UploadUser", "download": "DownloadUser", "echo": "EchoUser", "meta": "MetaUser"}
 
 
 def _fail_start(message: str) -> None:

@@ -24,7 +24,7 @@ MAX_FILE = 1 << 30  # PROTOCOL.md: declared file size limit
 MAX_CHUNK = 4 * MIB  # PROTOCOL.md: chunk size, Read length and Echo payload limit
 
 PROFILES = ("steady", "ramp", "step", "spike", "soak")
-METHODS = ("upload", "download", "echo")
+METHODS = ("upload", "download", "echo", "meta")
 
 
 # ---- sizes: a list or a distribution ----------------------------------------------------------------
@@ -142,6 +142,32 @@ def parse_inflight(text: str) -> int:
     return n
 
 
+META_MAX_ENTRIES = 65536  # the client's own bound; servers refuse more than their --max-meta-entries
+META_MAX_SIZE = 256  # PROTOCOL.md's longest key, so every drawn key is one the servers accept
+
+
+def parse_meta_entries(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= META_MAX_ENTRIES:
+        raise ValueError(f"--xfer-meta-entries {text!r}: want a whole number of entries, 0..{META_MAX_ENTRIES}")
+    return n
+
+
+def parse_meta_size(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.strip().partition("-")
+    try:
+        pair = (int(lo), int(hi if sep else lo))
+    except ValueError:
+        pair = (-1, -1)
+    if not 0 <= pair[0] <= pair[1] <= META_MAX_SIZE:
+        raise ValueError(f"--xfer-meta-size {text!r}: want MIN-MAX bytes with 0 <= MIN <= MAX <= {META_MAX_SIZE}, "
+                         f"e.g. 8-64")
+    return pair
+
+
 def parse_verify(text: str) -> bool:
     t = text.strip().lower()
     if t in ("on", "true", "yes", "1"):
@@ -157,7 +183,7 @@ def parse_profile(text: str) -> str:
     return text
 
 
-MIX_HELP = ("METHOD:WEIGHT pairs joined by ',', METHOD one of upload, download, echo, WEIGHT a number >= 0 "
+MIX_HELP = ("METHOD:WEIGHT pairs joined by ',', METHOD one of upload, download, echo, meta, WEIGHT a number >= 0 "
             "(0 or leaving a method out disables it), e.g. upload:1,download:1,echo:0.5")
 
 
@@ -287,6 +313,11 @@ OPTIONS: tuple[XferOption, ...] = (
                "Open loop: total arrivals per second (R, constant:R or poisson:R), latency from the intended "
                "start; off = closed loop"),
     XferOption("echo_size", "256", parse_echo_sizes, "Echo payload sizes, same syntax as --xfer-sizes, at most 4MiB"),
+    XferOption("meta_entries", "64", parse_meta_entries,
+               "Entries per Meta call (key/value pairs drawn once per user), 0..65536; the server's "
+               "--max-meta-entries (default 1024) bounds what it accepts"),
+    XferOption("meta_size", "8-64", parse_meta_size,
+               "Bytes of each Meta key and value, MIN-MAX (drawn uniformly), 0..256 (keys take at least 1)"),
     XferOption("timeout", "60", parse_timeout, "Deadline of one call or whole transfer, seconds"),
     XferOption("metrics_port", "9646", parse_metrics_port,
                "Client /metrics port of this process (master/local); workers take the next free ports; "
@@ -331,6 +362,8 @@ class Config:
     mix: dict[str, float]
     rate: Rate | None
     echo_size: SizeSpec
+    meta_entries: int
+    meta_size: tuple[int, int]
     timeout: float
     metrics_port: int | None
     metrics_host: str

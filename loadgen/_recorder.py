@@ -31,7 +31,7 @@ assert set(map(float, PROTOCOL_BOUNDS)) <= set(BOUNDS)
 FINE_MIN = 1e-6
 _LOG_G = math.log(1.01)
 
-TOP_METHODS = ("Upload", "Download", "Echo")  # whole operations; UploadChunk/DownloadChunk are their parts
+TOP_METHODS = ("Upload", "Download", "Echo", "Meta")  # whole operations; UploadChunk/DownloadChunk are their parts
 
 
 def fine_index(seconds: float) -> int:

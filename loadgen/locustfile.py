@@ -1,4 +1,4 @@
-"""xferbench load generation: upload, download and echo users over gRPC or frame (see loadgen/README.md).
+"""xferbench load generation: upload, download, echo and meta users over gRPC or frame (see loadgen/README.md).
 
     locust -f loadgen/ --host grpc://127.0.0.1:50051       # or frame://127.0.0.1:7071
 
@@ -10,9 +10,10 @@ classes, the one shape (XferShape; with several, Locust silently takes the first
 from locust import events
 
 from loadgen import _hooks
+from loadgen._meta_user import MetaUser
 from loadgen._shape import XferShape
 from loadgen._users import DownloadUser, EchoUser, UploadUser
 
 _hooks.install(events)
 
-__all__ = ["DownloadUser", "EchoUser", "UploadUser", "XferShape"]
+__all__ = ["DownloadUser", "EchoUser", "MetaUser", "UploadUser", "XferShape"]

@@ -1,4 +1,4 @@
-"""`python -m py_client upload|download|echo|stat`: one JSON object per line, non-zero exit on failure.
+"""`python -m py_client upload|download|echo|stat|meta`: one JSON object per line, non-zero exit on failure.
 
 Keys: op, ok, bytes, crc32, seconds, error. Bad arguments exit 2 with an argparse message.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from py_client import XferError, connect, parse_target
+from py_client import XferError, connect, meta, parse_target
 from py_client.sizes import SIZE_HELP, parse_size
 
 
@@ -49,7 +50,7 @@ def _size(lo: int) -> Callable[[str], int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m py_client",
                                      description="Talk to an xfer server over grpc:// or frame://.")
-    sub = parser.add_subparsers(dest="op", required=True, metavar="{upload,download,echo,stat}")
+    sub = parser.add_subparsers(dest="op", required=True, metavar="{upload,download,echo,stat,meta}")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--target", required=True, type=_target,
@@ -77,7 +78,25 @@ def build_parser() -> argparse.ArgumentParser:
     stat = sub.add_parser("stat", help="a file's size and CRC-32")
     common(stat)
     stat.add_argument("--name", required=True)
+
+    md = sub.add_parser("meta", help="send ENTRIES random key/value entries; check the sorted answer and digest")
+    common(md)
+    md.add_argument("--entries", type=int, default=64, help="entries per call (default 64)")
+    md.add_argument("--entry-size", type=_size_range, default=(8, 64), metavar="MIN-MAX",
+                    help="bytes per key and value (default 8-64)")
+    md.add_argument("--seed", type=int, default=1, help="random seed of the entries (default 1)")
     return parser
+
+
+def _size_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        pair = (int(lo), int(hi if sep else lo))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want MIN-MAX in bytes, e.g. 8-64") from None
+    if not 0 <= pair[0] <= pair[1] <= 4096:
+        raise argparse.ArgumentTypeError(f"{text!r}: want 0 <= MIN <= MAX <= 4096")
+    return pair
 
 
 def _line(op: str, ok: bool, nbytes: int | None, crc: int | None, seconds: float | None,
@@ -122,6 +141,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise XferError("data_loss", f"echo returned {len(got)} bytes that differ from the "
                                              f"{len(payload)} sent")
             return _line(op, True, len(got), zlib.crc32(got), seconds, None)
+        if op == "meta":
+            lo, hi = args.entry_size
+            entries = meta.random_entries(args.entries, lo, hi, random.Random(args.seed))
+            answer: list[tuple[str, str]] = client.meta(entries)  # checks order and digest
+            nbytes = sum(len(k.encode()) + len(v.encode()) for k, v in answer)
+            return _line(op, True, nbytes, meta.digest(answer), time.perf_counter() - t0, None)
         st = client.stat(args.name)
         return _line(op, True, st.size, st.crc32, time.perf_counter() - t0, None)
 

@@ -35,6 +35,7 @@ METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "Xfer.Read": (frame_pb2.ReadRequest, frame_pb2.ReadResponse),
     "Xfer.Echo": (file_transfer_pb2.EchoRequest, file_transfer_pb2.EchoResponse),
     "Xfer.Stat": (file_transfer_pb2.StatRequest, file_transfer_pb2.StatResponse),
+    "Xfer.Meta": (file_transfer_pb2.MetaRequest, file_transfer_pb2.MetaResponse),
 }
 
 

@@ -21,6 +21,7 @@ from typing import BinaryIO, TypeVar, cast
 
 from google.protobuf.message import DecodeError, Message
 
+from py_client import meta
 from py_client._source import UploadSource
 from py_client.errors import XferError
 from py_client.frame import (
@@ -35,6 +36,7 @@ from py_client.frame import (
     parse_frame,
     request_header,
 )
+from py_client.meta import Entries
 from py_client.results import StatResult, TransferResult
 from py_client.target import split_host_port
 from xfer.v1 import file_transfer_pb2, frame_pb2
@@ -325,6 +327,13 @@ class FrameClient:
         resp = self.call("Xfer.Stat", file_transfer_pb2.StatRequest(name=name),
                          file_transfer_pb2.StatResponse)
         return StatResult(resp.name, resp.size, resp.crc32)
+
+    def meta(self, entries: Entries | meta.Prepared, *, check: bool = True) -> list[tuple[str, str]]:
+        """Xfer.Meta: the server's answer (entries sorted by key), checked against ours and its digest
+        unless check=False (a load generator's --xfer-verify off)."""
+        body = entries.body if isinstance(entries, meta.Prepared) else meta.request(entries)
+        resp = self.call("Xfer.Meta", body, file_transfer_pb2.MetaResponse)
+        return meta.check_response(entries, resp) if check else meta.entries_of(resp)
 
     def upload(self, name: str, data: Buffer | None = None, *, path: str | os.PathLike[str] | None = None,
                chunk_size: int = 1 << 20) -> TransferResult:

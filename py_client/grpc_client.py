@@ -10,8 +10,10 @@ from typing import BinaryIO
 
 import grpc
 
+from py_client import meta
 from py_client._source import Buffer, UploadSource
 from py_client.errors import XferError
+from py_client.meta import Entries
 from py_client.results import StatResult, TransferResult
 from xfer.v1 import file_transfer_pb2 as pb
 from xfer.v1 import file_transfer_pb2_grpc as pb_grpc
@@ -65,6 +67,16 @@ class GrpcClient:
         except grpc.RpcError as e:
             raise XferError.from_grpc(e) from None
         return StatResult(resp.name, resp.size, resp.crc32)
+
+    def meta(self, entries: Entries | meta.Prepared, *, check: bool = True) -> list[tuple[str, str]]:
+        """FileTransfer.Meta: the server's answer (entries sorted by key), checked against ours and its digest
+        unless check=False (a load generator's --xfer-verify off)."""
+        try:
+            req = entries.request if isinstance(entries, meta.Prepared) else meta.request(entries)
+            resp = self._stub.Meta(req, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise XferError.from_grpc(e) from None
+        return meta.check_response(entries, resp) if check else meta.entries_of(resp)
 
     def upload(self, name: str, data: Buffer | None = None, *,
                path: str | os.PathLike[str] | None = None, chunk_size: int = 1 << 20) -> TransferResult:

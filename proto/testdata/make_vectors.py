@@ -1,4 +1,4 @@
-"""Writes gen.vectors, frames.vectors, bodies.vectors, headers.vectors and quote.vectors (PROTOCOL.md,
+"""Writes gen.vectors, frames.vectors, bodies.vectors, headers.vectors, quote.vectors and meta.vectors (PROTOCOL.md,
 "Test vectors").
 
 Run from the repository root: .venv/bin/python proto/testdata/make_vectors.py [OUT_DIR]
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from py_client.content import crc32, gen_bytes
+from py_client.meta import expected_response
 from xfer.v1 import file_transfer_pb2 as ft
 from xfer.v1 import frame_pb2 as fr
 
@@ -206,6 +207,46 @@ def header_vectors() -> list[str]:
     return rows
 
 
+def _entry(key: bytes, value: bytes) -> bytes:
+    """A MetaEntry field of a MetaRequest, by hand, so invalid UTF-8 and NUL can be written."""
+    inner = b""
+    if key:
+        inner += b"\x0a" + varint(len(key)) + key
+    if value:
+        inner += b"\x12" + varint(len(value)) + value
+    return b"\x0a" + varint(len(inner)) + inner
+
+
+def meta_vectors() -> list[str]:
+    """(name, max_entries, request body, outcome): what a server answers to a MetaRequest body."""
+    rows = ["# name\tmax_entries\tbody_hex\toutcome: ok:<response body hex> or <code>:<what the message names>"]
+    ok: list[tuple[str, int, list[tuple[str, str]]]] = [
+        ("empty", 1024, []),
+        ("one", 1024, [("a", "1")]),
+        ("unsorted", 1024, [("b", "2"), ("a", "1"), ("c", "")]),
+        ("bytewise", 1024, [("\u00e9t\u00e9", "summer"), ("zebra", "z"), ("Zed", "cap")]),
+        ("longest", 1024, [("k" * 256, "v" * 4096)]),
+        ("at_limit", 4, [(f"key{i}", f"value{i}") for i in range(4)]),
+    ]
+    for name, limit, entries in ok:
+        body = b"".join(_entry(k.encode(), v.encode()) for k, v in entries)
+        resp = expected_response(entries).SerializeToString(deterministic=True)
+        rows.append(f"{name}\t{limit}\t{body.hex() or '-'}\tok:{resp.hex() or '-'}")
+    bad: list[tuple[str, int, bytes, str]] = [
+        ("over_limit", 4, b"".join(_entry(f"k{i}".encode(), b"v") for i in range(5)), "limit 4"),
+        ("empty_key", 1024, _entry(b"", b"v"), "key length 0"),
+        ("long_key", 1024, _entry(b"k" * 257, b"v"), "key length 257"),
+        ("long_value", 1024, _entry(b"k", b"v" * 4097), "value length 4097"),
+        ("duplicate", 1024, _entry(b"a", b"1") + _entry(b"b", b"2") + _entry(b"a", b"3"), 'duplicate key "a"'),
+        ("nul_key", 1024, _entry(b"a\0b", b"v"), "key contains NUL"),
+        ("nul_value", 1024, _entry(b"a", b"v\0"), "value contains NUL"),
+        ("utf8_key", 1024, _entry(b"\xff", b"v"), "UTF-8"),
+        ("utf8_value", 1024, _entry(b"k", b"\xc3\x28"), "UTF-8"),
+    ]
+    rows += [f"{name}\t{limit}\t{body.hex()}\tinvalid_argument:{what}" for name, limit, body, what in bad]
+    return rows
+
+
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
     (out / "gen.vectors").write_text("\n".join(gen_vectors()) + "\n")
@@ -214,6 +255,7 @@ def main() -> None:
     (out / "bodies.vectors").write_text("\n".join(rows) + "\n")
     (out / "headers.vectors").write_text("\n".join(header_vectors()) + "\n")
     (out / "quote.vectors").write_text("\n".join(quote_vectors()) + "\n")
+    (out / "meta.vectors").write_text("\n".join(meta_vectors()) + "\n")
 
 
 if __name__ == "__main__":

@@ -132,6 +132,7 @@ def test_empty_method(raw: RawConn) -> None:
 @pytest.mark.parametrize(("method", "type_name"), [
     ("Xfer.UploadBegin", "UploadBeginRequest"), ("Xfer.UploadChunk", "UploadChunkRequest"),
     ("Xfer.Read", "ReadRequest"), ("Xfer.Echo", "EchoRequest"), ("Xfer.Stat", "StatRequest"),
+    ("Xfer.Meta", "MetaRequest"),
 ])
 def test_malformed_body(raw: RawConn, method: str, type_name: str) -> None:
     with raw:
@@ -348,3 +349,37 @@ def test_malformed_gen_names(raw: RawConn, name: str) -> None:
         r = raw.call("Xfer.Read", fr.ReadRequest(name=name, offset=0, length=10))
         assert_error(r, "invalid_argument")
         assert_error(raw.call("Xfer.Stat", ft.StatRequest(name=name)), "invalid_argument")
+
+
+# ---- Meta (PROTOCOL.md "Meta"): bytes no client library would send -------------------------------------
+
+def meta_entry(key: bytes, value: bytes) -> bytes:
+    """A MetaRequest's entries field by hand: protobuf libraries refuse to encode invalid UTF-8."""
+    inner = b"\x0a" + bytes([len(key)]) + key + b"\x12" + bytes([len(value)]) + value
+    return b"\x0a" + bytes([len(inner)]) + inner
+
+
+@pytest.mark.parametrize(("body", "named"), [
+    (meta_entry(b"ok", b"1") + meta_entry(b"\xff\xfe", b"v"), "not valid UTF-8"),
+    (meta_entry(b"k", b"\xc3\x28"), "not valid UTF-8"),
+    (meta_entry(b"\xed\xa0\x80", b"v"), "not valid UTF-8"),  # a UTF-16 surrogate
+    (meta_entry(b"a\x00b", b"v"), "entry 0 key contains NUL"),
+    (b"\x0a\x05\x0a\x09abc", "malformed MetaRequest body"),  # an entry whose key runs past it
+], ids=["key-ff", "value-c328", "key-surrogate", "key-nul", "truncated-entry"])
+def test_meta_bytes_a_client_would_not_send(raw: RawConn, body: bytes, named: str) -> None:
+    with raw:
+        assert_error(raw.call("Xfer.Meta", body), "invalid_argument", named)
+        ok = raw.call("Xfer.Meta", meta_entry(b"b", b"2") + meta_entry(b"a", b"1"))
+        assert not ok.error, ok.error
+        answer = ok.parse(ft.MetaResponse)
+        assert [(e.key, e.value) for e in answer.entries] == [("a", "1"), ("b", "2")]  # type: ignore[attr-defined]
+
+
+def test_meta_at_the_frame_limit_is_answered(raw: RawConn) -> None:
+    """1024 entries of the longest key and value (about 4.4 MiB): within --max-frame both ways."""
+    body = b"".join(b"\x0a\x86\x22\x0a\x80\x02" + f"{i:0256d}".encode() + b"\x12\x80\x20" + b"v" * 4096
+                    for i in range(1024))
+    with raw:
+        r = raw.call("Xfer.Meta", body)
+        assert not r.error, r.error
+        assert len(r.parse(ft.MetaResponse).entries) == 1024  # type: ignore[attr-defined]

@@ -201,3 +201,19 @@ def test_client_maps_status_codes(grpc_server: RunningServer) -> None:
         with pytest.raises(XferError) as info:
             c.stat("nope.bin")
         assert str(info.value).startswith('not_found: ') and '"nope.bin"' in str(info.value)
+
+
+# ---- Meta (PROTOCOL.md "Meta") ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("entries", "named"), [
+    ([(f"k{i}", "v") for i in range(1025)], "1025 entries exceed limit 1024 (--max-meta-entries)"),
+    ([("k" * 257, "v")], "key length 257 is outside 1..256"),
+    ([("k", "v" * 4097)], "value length 4097 exceeds limit 4096"),
+    ([("a", "1"), ("a", "1")], 'duplicate key "a"'),
+    ([("a", "v\0")], "entry 0 value contains NUL"),
+], ids=["over-limit", "long-key", "long-value", "duplicate", "nul-value"])
+def test_meta_refusals(stub: pb_grpc.FileTransferStub, entries: list[tuple[str, str]], named: str) -> None:
+    req = pb.MetaRequest(entries=[pb.MetaEntry(key=k, value=v) for k, v in entries])
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Meta(req, timeout=TIMEOUT_S)
+    assert_status(info.value, grpc.StatusCode.INVALID_ARGUMENT, named)

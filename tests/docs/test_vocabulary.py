@@ -57,6 +57,7 @@ def exercise(target: str) -> None:
         c.stat("vocab.bin")
         c.download("gen:4096:1", chunk_size=1024)
         c.echo(b"hello")
+        c.meta([("b", "2"), ("a", "1")])
         with pytest.raises(XferError):
             c.stat("missing.bin")
 

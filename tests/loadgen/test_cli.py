@@ -23,6 +23,9 @@ HOST = ["--host", "grpc://127.0.0.1:1"]
     (["--xfer-check", "p95<fast"], "argument --xfer-check"),
     (["--xfer-metrics-port", "99999"], "argument --xfer-metrics-port"),
     (["--xfer-timeout", "0"], "argument --xfer-timeout"),
+    (["--xfer-meta-entries", "-1"], "--xfer-meta-entries '-1': want a whole number of entries"),
+    (["--xfer-meta-size", "64-8"], "--xfer-meta-size '64-8': want MIN-MAX bytes"),
+    (["--xfer-meta-size", "8-300"], "--xfer-meta-size '8-300'"),
 ])
 def test_bad_option_is_rejected_before_start(args: list[str], message: str) -> None:
     r = run_locust([*BASE, *HOST, *args], timeout=60)

@@ -68,8 +68,9 @@ def test_small_options() -> None:
 
 
 def test_mix() -> None:
-    assert xo.parse_mix("upload:1,download:1,echo:1") == {"upload": 1, "download": 1, "echo": 1}
-    assert xo.parse_mix("echo:3") == {"upload": 0, "download": 0, "echo": 3}
+    assert xo.parse_mix("upload:1,download:1,echo:1") == {"upload": 1, "download": 1, "echo": 1, "meta": 0}
+    assert xo.parse_mix("echo:3") == {"upload": 0, "download": 0, "echo": 3, "meta": 0}
+    assert xo.parse_mix("meta:1") == {"upload": 0, "download": 0, "echo": 0, "meta": 1}
     for bad in ("upload:0,echo:0", "stat:1", "upload", "upload:-1", "upload:1,upload:2", "echo:x"):
         with pytest.raises(ValueError, match="--xfer-mix"):
             xo.parse_mix(bad)

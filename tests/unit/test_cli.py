@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from py_client import connect
+from py_client import connect, meta
 from py_client.content import crc32, gen_bytes, gen_crc32
 from tests.support.servers import RunningServer, running_server
 
@@ -175,3 +176,26 @@ def test_unreachable_server() -> None:
         assert out.returncode == 1 and one_line(out)["error"].startswith("unavailable: ")
         out = cli("stat", "--target", f"grpc://127.0.0.1:{port}", "--name", "x", "--timeout", "3")
         assert out.returncode == 1 and one_line(out)["error"].startswith("unavailable: ")
+
+
+# ---- meta ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("transport", ["grpc", "frame"])
+def test_meta_sends_entries_and_checks_the_answer(xferd: RunningServer, transport: str) -> None:
+    out = cli("meta", "--target", xferd.target(transport), "--entries", "50", "--entry-size", "4-16", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    line = one_line(out)
+    entries = meta.random_entries(50, 4, 16, random.Random(3))
+    assert line["ok"] and line["crc32"] == meta.digest(meta.sorted_entries(entries))
+    assert line["bytes"] == sum(len(k) + len(v) for k, v in entries)
+
+
+def test_meta_refusal_is_the_servers_error(xferd: RunningServer) -> None:
+    out = cli("meta", "--target", xferd.target("frame"), "--entries", "1025", "--entry-size", "8-8")
+    assert out.returncode != 0
+    assert "invalid_argument: 1025 entries exceed limit 1024" in out.stdout + out.stderr
+
+
+def test_meta_bad_entry_size_is_an_argument_error() -> None:
+    out = cli("meta", "--target", "frame://127.0.0.1:1", "--entry-size", "9-3")
+    assert out.returncode == 2 and "want 0 <= MIN <= MAX <= 4096" in out.stderr

@@ -11,7 +11,8 @@ from pathlib import Path
 from tests.support.servers import ROOT
 
 GENERATED_DIRS = ["servers/go/gen/xferv1", "servers/c/gen/xfer/v1", "xfer/v1"]
-VECTOR_FILES = ["gen.vectors", "frames.vectors", "bodies.vectors", "headers.vectors", "quote.vectors"]
+VECTOR_FILES = ["gen.vectors", "frames.vectors", "bodies.vectors", "headers.vectors", "quote.vectors",
+                "meta.vectors"]
 
 
 def _differences(committed: Path, fresh: Path) -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
+from py_client import XferError, meta
 from py_client.content import crc32, gen_bytes, gen_crc32, parse_gen_name
 from py_client.frame import (
     DEFAULT_MAX_FRAME,
@@ -166,3 +167,63 @@ def test_malformed_gen_names(bad: str) -> None:
 
 def test_non_gen_name() -> None:
     assert parse_gen_name("a.bin") is None
+
+
+# ---- meta.vectors: what the client expects of a Meta answer ------------------------------------------
+
+META = rows("meta.vectors")
+
+
+@pytest.mark.parametrize("vec", [v for v in META if v[3].startswith("ok:")],
+                         ids=[v[0] for v in META if v[3].startswith("ok:")])
+def test_meta_answers(vec: list[str]) -> None:
+    """py_client.meta computes the very answer bytes the servers must send, and accepts them."""
+    req = file_transfer_pb2.MetaRequest.FromString(unhex(vec[2]))
+    entries = [(e.key, e.value) for e in req.entries]
+    want = unhex(vec[3].removeprefix("ok:"))
+    assert meta.expected_response(entries).SerializeToString(deterministic=True) == want
+    resp = file_transfer_pb2.MetaResponse.FromString(want)
+    assert meta.check_response(entries, resp) == meta.sorted_entries(entries)
+    assert meta.check_response(meta.prepare(entries), resp) == meta.sorted_entries(entries)
+
+
+@pytest.mark.parametrize("vec", [v for v in META if not v[3].startswith("ok:")],
+                         ids=[v[0] for v in META if not v[3].startswith("ok:")])
+def test_meta_refusals_break_the_rule_they_name(vec: list[str]) -> None:
+    """Every refused body really breaks PROTOCOL.md's rule its outcome names (or is not valid proto3)."""
+    name, limit, body, outcome = vec
+    assert outcome.startswith("invalid_argument:")
+    try:
+        req = file_transfer_pb2.MetaRequest.FromString(unhex(body))
+    except DecodeError:
+        assert "UTF-8" in outcome, name
+        return
+    keys = [e.key.encode() for e in req.entries]
+    values = [e.value.encode() for e in req.entries]
+    broken = {
+        "limit": len(keys) > int(limit),
+        "key length": any(not 1 <= len(k) <= 256 for k in keys),
+        "value length": any(len(v) > 4096 for v in values),
+        "NUL": any(b"\0" in x for x in keys + values),
+        "duplicate": len(set(keys)) < len(keys),
+    }
+    assert [rule for rule, hit in broken.items() if hit and rule in outcome], f"{name}: {outcome}"
+
+
+def test_meta_digest_check_value() -> None:
+    assert meta.digest([("12345678", "9")]) == crc32(b"12345678\x009\x00")
+    assert meta.digest([]) == 0
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_meta_check_catches_a_wrong_answer(prepared: bool) -> None:
+    sent = [("b", "2"), ("a", "1")]
+    arg: meta.Entries | meta.Prepared = meta.prepare(sent) if prepared else sent
+    good = meta.expected_response(sent)
+    unsorted = file_transfer_pb2.MetaResponse(entries=list(reversed(good.entries)), digest=good.digest)
+    bad_digest = file_transfer_pb2.MetaResponse(entries=good.entries, digest=good.digest ^ 1)
+    lost = file_transfer_pb2.MetaResponse(entries=good.entries[:1], digest=meta.digest([("a", "1")]))
+    for resp, why in ((unsorted, "first difference"), (bad_digest, "digest"), (lost, "1 entries, sent 2")):
+        with pytest.raises(XferError, match=why) as info:
+            meta.check_response(arg, resp)
+        assert info.value.code == "data_loss"

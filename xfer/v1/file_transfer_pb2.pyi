@@ -1,6 +1,7 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -100,3 +101,25 @@ class StatResponse(_message.Message):
     size: int
     crc32: int
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32: _Optional[int] = ...) -> None: ...
+
+class MetaEntry(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class MetaRequest(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MetaEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[MetaEntry, _Mapping]]] = ...) -> None: ...
+
+class MetaResponse(_message.Message):
+    __slots__ = ("entries", "digest")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MetaEntry]
+    digest: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[MetaEntry, _Mapping]]] = ..., digest: _Optional[int] = ...) -> None: ...

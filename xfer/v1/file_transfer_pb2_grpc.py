@@ -54,6 +54,11 @@ class FileTransferStub:
                 request_serializer=xfer_dot_v1_dot_file__transfer__pb2.StatRequest.SerializeToString,
                 response_deserializer=xfer_dot_v1_dot_file__transfer__pb2.StatResponse.FromString,
                 _registered_method=True)
+        self.Meta = channel.unary_unary(
+                '/xfer.v1.FileTransfer/Meta',
+                request_serializer=xfer_dot_v1_dot_file__transfer__pb2.MetaRequest.SerializeToString,
+                response_deserializer=xfer_dot_v1_dot_file__transfer__pb2.MetaResponse.FromString,
+                _registered_method=True)
 
 
 class FileTransferServicer:
@@ -89,6 +94,14 @@ class FileTransferServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Meta(self, request, context):
+        """Many small key/value fields (PROTOCOL.md "Meta"): the server decodes them
+        into its own structures and answers them sorted by key with a digest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FileTransferServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +124,11 @@ def add_FileTransferServicer_to_server(servicer, server):
                     servicer.Stat,
                     request_deserializer=xfer_dot_v1_dot_file__transfer__pb2.StatRequest.FromString,
                     response_serializer=xfer_dot_v1_dot_file__transfer__pb2.StatResponse.SerializeToString,
+            ),
+            'Meta': grpc.unary_unary_rpc_method_handler(
+                    servicer.Meta,
+                    request_deserializer=xfer_dot_v1_dot_file__transfer__pb2.MetaRequest.FromString,
+                    response_serializer=xfer_dot_v1_dot_file__transfer__pb2.MetaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -221,6 +239,33 @@ class FileTransfer:
             '/xfer.v1.FileTransfer/Stat',
             xfer_dot_v1_dot_file__transfer__pb2.StatRequest.SerializeToString,
             xfer_dot_v1_dot_file__transfer__pb2.StatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Meta(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xfer.v1.FileTransfer/Meta',
+            xfer_dot_v1_dot_file__transfer__pb2.MetaRequest.SerializeToString,
+            xfer_dot_v1_dot_file__transfer__pb2.MetaResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,7 +2,8 @@
  * decoder against protobuf-c's unpack for every request type (test/bodydiff.c), the strict request header
  * decoder (reqhdr.c) and the full handler path (in-place body decode, store, response encode) against an in-memory store with small limits and sequential upload ids (so chunk/commit paths are
  * reachable). Every response must itself be one well-formed frame whose header fits PROTOCOL.md's bound
- * and whose method and error are valid UTF-8. */
+ * and whose method and error are valid UTF-8. Every body is also given to the Meta decoder (meta.c), whose
+ * answer, when it accepts, must be within the entry limits, sorted by key and carry the digest of its entries. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "frame.h"
 #include "handlers.h"
 #include "mem.h"
+#include "meta.h"
 #include "store.h"
 #include "utf8.h"
 #include "xfer/v1/frame.pb-c.h"
@@ -21,6 +23,7 @@
 #define FUZZ_MAX_FRAMES 64        /* frames handled per input */
 #define FUZZ_STORE_RESET 2000     /* inputs between fresh stores, so memory stays bounded */
 #define RESPONSE_HEADER_BOUND 400 /* PROTOCOL.md "Quoting": the largest response header */
+#define FUZZ_MAX_META_ENTRIES 64  /* small, so the over-limit refusal is reachable */
 
 static store *st;
 static handler_ctx hc;
@@ -35,6 +38,7 @@ static void open_store(void) {
     hc.st = st;
     hc.max_file_size = cfg.max_file_size;
     hc.max_chunk = cfg.max_chunk;
+    hc.max_meta_entries = FUZZ_MAX_META_ENTRIES;
 }
 
 /* Aborts unless response frame f (r.len bytes, already parsed) has a header within the bound that decodes. */
@@ -45,6 +49,27 @@ static void check_response_header(const uint8_t *f, size_t len) {
     Xfer__V1__ResponseHeader *rh = xfer__v1__response_header__unpack(NULL, p.header_len, p.header);
     if (!rh || !utf8_valid(rh->error, strlen(rh->error)) || !utf8_valid(rh->method, strlen(rh->method))) abort();
     xfer__v1__response_header__free_unpacked(rh, NULL);
+}
+
+/* Aborts unless an accepted Meta body gives entries within the bounds, strictly sorted (so no duplicate
+ * survived) and the digest of exactly those entries. */
+static void check_meta(const uint8_t *body, size_t len) {
+    meta_answer a;
+    xerr e;
+    e.code = XERR_OK;
+    if (meta_prepare(body, len, FUZZ_MAX_META_ENTRIES, &a, &e) != 0) abort();
+    if (e.code != XERR_OK) {
+        if (e.code != XERR_INVALID_ARGUMENT || !utf8_valid(e.msg, strlen(e.msg))) abort();
+        return;
+    }
+    if (a.n > FUZZ_MAX_META_ENTRIES) abort();
+    for (size_t i = 0; i < a.n; i++) {
+        size_t kl = strlen(a.sorted[i]->key);
+        if (kl < 1 || kl > META_MAX_KEY || strlen(a.sorted[i]->value) > META_MAX_VALUE) abort();
+        if (i && strcmp(a.sorted[i - 1]->key, a.sorted[i]->key) >= 0) abort();
+    }
+    if (a.digest != meta_digest(a.sorted, a.n)) abort();
+    meta_release(&a);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -77,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fprintf(stderr, "in-place decoder differs from protobuf-c: %s\n", why);
             abort();
         }
+        check_meta(p.body, p.body_len);
         reqhdr h;
         const char *herr = reqhdr_decode(p.header, p.header_len, &h);
         if (herr) {

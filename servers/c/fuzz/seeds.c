@@ -1,6 +1,6 @@
 /* Writes a libFuzzer seed corpus from proto/testdata: every request frame and parse input of
  * frames.vectors, every request body of bodies.vectors wrapped in a frame of its method, and every header
- * of headers.vectors wrapped in a frame with an Echo body.
+ * of headers.vectors wrapped in a frame with an Echo body, and every body of meta.vectors in an Xfer.Meta frame.
  * Usage: xferd-c-seeds <testdata dir> <corpus dir> */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +56,21 @@ static void from_bodies(const vec_line *l, void *ctx) {
     free(body);
 }
 
+static void from_meta(const vec_line *l, void *ctx) {
+    (void)ctx;
+    size_t n;
+    uint8_t *body = l->nfields >= 3 ? vec_hex(l->field[2], &n) : NULL;
+    if (!body) return;
+    size_t fl = frame_request_size("Xfer.Meta", 1, n);
+    uint8_t *f = malloc(fl);
+    if (f) {
+        frame_encode_request(f, "Xfer.Meta", 1, body, n);
+        write_seed("meta", f, fl);
+    }
+    free(f);
+    free(body);
+}
+
 static void from_headers(const vec_line *l, void *ctx) {
     (void)ctx;
     static const uint8_t echo_body[] = {0x0a, 0x02, 'h', 'i'};
@@ -81,7 +96,8 @@ int main(int argc, char **argv) {
     outdir = argv[2];
     if (vec_each(argv[1], "frames.vectors", from_frames, NULL) < 0 ||
         vec_each(argv[1], "bodies.vectors", from_bodies, NULL) < 0 ||
-        vec_each(argv[1], "headers.vectors", from_headers, NULL) < 0) {
+        vec_each(argv[1], "headers.vectors", from_headers, NULL) < 0 ||
+        vec_each(argv[1], "meta.vectors", from_meta, NULL) < 0) {
         fprintf(stderr, "xferd-c-seeds: cannot read vectors in %s\n", argv[1]);
         return 1;
     }

@@ -46,6 +46,7 @@ static const flag flags[] = {
     F("write-timeout", "DURATION", T_DUR, write_timeout_ms, "a response the client does not take for this long closes it"),
     F("upload-idle-timeout", "DURATION", T_DUR, upload_idle_timeout_ms, "an upload with no call for this long is aborted"),
     F("drain-timeout", "DURATION", T_DUR, drain_timeout_ms, "calls in flight at SIGTERM finish within this"),
+    F("max-meta-entries", "N", T_U32, max_meta_entries, "entries of one Meta call"),
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
@@ -172,6 +173,7 @@ static void config_defaults(config *cfg) {
     cfg->max_conn_unsent = 32u << 20;
     cfg->write_timeout_ms = 10000;
     cfg->drain_timeout_ms = 5000;
+    cfg->max_meta_entries = 1024;
     cfg->max_uploads = 1024;
     cfg->max_uploads_per_conn = 64;
     cfg->max_staged_bytes = 4ull << 30;

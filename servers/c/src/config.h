@@ -30,6 +30,7 @@ typedef struct {
     uint64_t max_conn_unsent;
     uint64_t write_timeout_ms;
     uint64_t drain_timeout_ms;
+    uint32_t max_meta_entries;
     char alloc[16]; /* glibc | jemalloc | tcmalloc | mimalloc | pool */
     char metrics[8]; /* on | off: per-call instrumentation (counters, histograms, allocation counts) */
 } config;

@@ -7,6 +7,7 @@
 #include "gen.h"
 #include "gencache.h"
 #include "mem.h"
+#include "meta.h"
 #include "names.h"
 #include "reqbody.h"
 #include "reqhdr.h"
@@ -23,6 +24,7 @@ static const struct {
     [M_READ] = {"Xfer.Read", "Read"},
     [M_ECHO] = {"Xfer.Echo", "Echo"},
     [M_STAT] = {"Xfer.Stat", "Stat"},
+    [M_META] = {"Xfer.Meta", "Meta"},
     [M_UNKNOWN] = {"", "unknown"},
 };
 
@@ -362,6 +364,18 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
         if (r.payload.len > hc->max_chunk)
             xerr_set(&e, XERR_INVALID_ARGUMENT, "payload length %zu exceeds limit %u", r.payload.len, hc->max_chunk);
         else rc = encode_echo(h, &r.payload, owner, out);
+        break;
+    }
+    case M_META: {
+        meta_answer a;
+        if (meta_prepare(body, body_len, hc->max_meta_entries, &a, &e) != 0) { rc = -1; break; }
+        if (e.code != XERR_OK) break;
+        Xfer__V1__MetaResponse resp = XFER__V1__META_RESPONSE__INIT;
+        resp.n_entries = a.n;
+        resp.entries = a.sorted;
+        resp.digest = a.digest;
+        rc = encode_msg(h, &resp.base, out);
+        meta_release(&a);
         break;
     }
     case M_UNKNOWN: {

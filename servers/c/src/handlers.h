@@ -22,6 +22,7 @@ typedef enum {
     M_READ,
     M_ECHO,
     M_STAT,
+    M_META,
     M_UNKNOWN,
     M__COUNT
 } method_id;
@@ -30,6 +31,7 @@ typedef struct {
     store *st;
     uint64_t max_file_size;
     uint32_t max_chunk;
+    uint32_t max_meta_entries;
     uint64_t conn_id; /* the connection calling, owner of the uploads it begins; 0 for none */
 } handler_ctx;
 

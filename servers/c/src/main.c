@@ -91,7 +91,8 @@ int main(int argc, char **argv) {
     int mfd = net_listen(cfg.metrics_addr, metrics_bound, sizeof metrics_bound, err, sizeof err);
     if (mfd < 0) return fail(1, "metrics listener: %s", err);
 
-    server_config svc = {.hc = {.st = st, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk},
+    server_config svc = {.hc = {.st = st, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk,
+                                .max_meta_entries = cfg.max_meta_entries},
                          .max_frame = cfg.max_frame, .max_conns = cfg.max_conns,
                          .read_timeout_ms = cfg.read_timeout_ms, .io_threads = cfg.io_threads,
                          .workers = cfg.workers, .max_conn_calls = cfg.max_conn_calls,
@@ -115,12 +116,12 @@ int main(int argc, char **argv) {
             "xferd-c ready frame=%s metrics=%s store=%s alloc=%s instrumentation=%s io_threads=%u workers=%u max_frame=%u "
             "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u max_uploads_per_conn=%u "
             "max_staged_bytes=%llu min_chunk=%u read_timeout=%s upload_idle_timeout=%s "
-            "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s "
+            "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s max_meta_entries=%u "
             "malloc=%s malloc_lib=%s version=%s env=%s\n",
             frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.metrics, cfg.io_threads,
             cfg.workers, cfg.max_frame, cfg.max_chunk, (unsigned long long)cfg.max_file_size, cfg.max_conns,
             cfg.max_uploads, cfg.max_uploads_per_conn, (unsigned long long)cfg.max_staged_bytes, cfg.min_chunk,
-            rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt,
+            rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt, cfg.max_meta_entries,
             allocdet_name(impl), lib, XFERD_VERSION, env);
     fflush(stderr);
 

@@ -321,7 +321,7 @@ static void conn_error(conn *c, const char *msg) {
  * inside --max-conn-unsent too. */
 static size_t expected_reply(method_id m, const frame_parts *p, uint32_t max_chunk) {
     size_t n = REPLY_OVERHEAD;
-    if (m == M_ECHO) return n + p->body_len;
+    if (m == M_ECHO || m == M_META) return n + p->body_len; /* Meta answers its entries again */
     if (m != M_READ) return n;
     rb_read r;
     if (rb_read_decode(p->body, p->body_len, &r) != 0) return n; /* malformed: answered with a short error */

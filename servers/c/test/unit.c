@@ -567,6 +567,42 @@ static void check_error(handler_result *r, const char *want, const char *what) {
     mem_free(r->frame);
 }
 
+/* ---------- meta.vectors, through the whole handler ---------- */
+
+static int n_meta;
+
+static void meta_vector(const vec_line *l, void *ctx) {
+    (void)ctx;
+    if (l->nfields < 4) { CHECK(0, "meta.vectors line %d: %d fields", l->line, l->nfields); return; }
+    handler_ctx hc = {.max_meta_entries = (uint32_t)strtoul(l->field[1], NULL, 10), .max_chunk = 1 << 20};
+    size_t bl, wl;
+    uint8_t *body = vec_hex(l->field[2], &bl);
+    const char *want = l->field[3];
+    int ok = strncmp(want, "ok:", 3) == 0;
+    uint8_t *wbody = ok ? vec_hex(strcmp(want + 3, "-") == 0 ? "" : want + 3, &wl) : NULL;
+    reqhdr h = {"Xfer.Meta", 9, 7};
+    handler_result r;
+    CHECK(body && handle_request(&hc, M_META, &h, body, bl, NULL, &r) == 0 && handler_result_flatten(&r) == 0,
+          "meta %s handled", l->field[0]);
+    frame_parts p;
+    Xfer__V1__ResponseHeader *rh = resp_header(&r, &p);
+    if (ok) {
+        CHECK(rh && rh->error[0] == 0 && p.body_len == wl && memcmp(p.body, wbody, wl) == 0, "meta %s: %s",
+              l->field[0], rh ? rh->error : "?");
+    } else {
+        const char *colon = strchr(want, ':');
+        size_t cl = colon ? (size_t)(colon - want) : 0;
+        CHECK(rh && colon && strncmp(rh->error, want, cl) == 0 && rh->error[cl] == ':' &&
+                  strstr(rh->error, colon + 1) != NULL,
+              "meta %s: got %s, want %s", l->field[0], rh ? rh->error : "?", want);
+    }
+    xfer__v1__response_header__free_unpacked(rh, NULL);
+    mem_free(r.frame);
+    free(body);
+    free(wbody);
+    n_meta++;
+}
+
 static void test_handlers(void) {
     store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 8,
                         .upload_idle_timeout_ms = 60000};
@@ -930,6 +966,7 @@ int main(int argc, char **argv) {
     test_store_limits(STORE_DISK);
     test_store_disk_trust();
     test_handlers();
+    CHECK(vec_each(vdir, "meta.vectors", meta_vector, NULL) > 0, "meta.vectors readable");
     test_reqbody();
     test_zero_copy();
     test_gen_blocks();
@@ -941,13 +978,14 @@ int main(int argc, char **argv) {
     mem_init(MEM_POOL);
     test_store_kind(STORE_MEM);
     test_handlers();
+    vec_each(vdir, "meta.vectors", meta_vector, NULL); /* Meta's many small allocations from the pool */
     test_zero_copy();
     gen_crc_cache_reset();
     mem_shutdown();
     mem_init(MEM_SYSTEM);
     mem_shutdown();
-    printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen, %d size\n", n_req, n_resp, n_parse, n_bodies,
-           n_gen, n_size);
+    printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen, %d size, %d meta\n", n_req, n_resp, n_parse,
+           n_bodies, n_gen, n_size, n_meta);
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -724,6 +724,156 @@ func (x *StatResponse) GetCrc32() uint32 {
 	return 0
 }
 
+// One key/value field of a Meta call: key 1..256 bytes, value 0..4096 bytes,
+// both UTF-8 without NUL (PROTOCOL.md "Meta").
+type MetaEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaEntry) Reset() {
+	*x = MetaEntry{}
+	mi := &file_xfer_v1_file_transfer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaEntry) ProtoMessage() {}
+
+func (x *MetaEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_xfer_v1_file_transfer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaEntry.ProtoReflect.Descriptor instead.
+func (*MetaEntry) Descriptor() ([]byte, []int) {
+	return file_xfer_v1_file_transfer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MetaEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *MetaEntry) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type MetaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*MetaEntry           `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"` // keys distinct; at most --max-meta-entries
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaRequest) Reset() {
+	*x = MetaRequest{}
+	mi := &file_xfer_v1_file_transfer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaRequest) ProtoMessage() {}
+
+func (x *MetaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_xfer_v1_file_transfer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaRequest.ProtoReflect.Descriptor instead.
+func (*MetaRequest) Descriptor() ([]byte, []int) {
+	return file_xfer_v1_file_transfer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MetaRequest) GetEntries() []*MetaEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type MetaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*MetaEntry           `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"` // the request's entries sorted by key (bytewise)
+	Digest        uint32                 `protobuf:"fixed32,2,opt,name=digest,proto3" json:"digest,omitempty"` // CRC-32 over key NUL value NUL of each entry, in this order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaResponse) Reset() {
+	*x = MetaResponse{}
+	mi := &file_xfer_v1_file_transfer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaResponse) ProtoMessage() {}
+
+func (x *MetaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_xfer_v1_file_transfer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaResponse.ProtoReflect.Descriptor instead.
+func (*MetaResponse) Descriptor() ([]byte, []int) {
+	return file_xfer_v1_file_transfer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *MetaResponse) GetEntries() []*MetaEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *MetaResponse) GetDigest() uint32 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
 var File_xfer_v1_file_transfer_proto protoreflect.FileDescriptor
 
 const file_xfer_v1_file_transfer_proto_rawDesc = "" +
@@ -769,12 +919,21 @@ const file_xfer_v1_file_transfer_proto_rawDesc = "" +
 	"\fStatResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x14\n" +
-	"\x05crc32\x18\x03 \x01(\rR\x05crc322\xf8\x01\n" +
+	"\x05crc32\x18\x03 \x01(\rR\x05crc32\"3\n" +
+	"\tMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\";\n" +
+	"\vMetaRequest\x12,\n" +
+	"\aentries\x18\x01 \x03(\v2\x12.xfer.v1.MetaEntryR\aentries\"T\n" +
+	"\fMetaResponse\x12,\n" +
+	"\aentries\x18\x01 \x03(\v2\x12.xfer.v1.MetaEntryR\aentries\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\aR\x06digest2\xad\x02\n" +
 	"\fFileTransfer\x12;\n" +
 	"\x06Upload\x12\x16.xfer.v1.UploadRequest\x1a\x17.xfer.v1.UploadResponse(\x01\x12A\n" +
 	"\bDownload\x12\x18.xfer.v1.DownloadRequest\x1a\x19.xfer.v1.DownloadResponse0\x01\x123\n" +
 	"\x04Echo\x12\x14.xfer.v1.EchoRequest\x1a\x15.xfer.v1.EchoResponse\x123\n" +
-	"\x04Stat\x12\x14.xfer.v1.StatRequest\x1a\x15.xfer.v1.StatResponseB(Z&xferbench/servers/go/gen/xferv1;xferv1b\x06proto3"
+	"\x04Stat\x12\x14.xfer.v1.StatRequest\x1a\x15.xfer.v1.StatResponse\x123\n" +
+	"\x04Meta\x12\x14.xfer.v1.MetaRequest\x1a\x15.xfer.v1.MetaResponseB(Z&xferbench/servers/go/gen/xferv1;xferv1b\x06proto3"
 
 var (
 	file_xfer_v1_file_transfer_proto_rawDescOnce sync.Once
@@ -788,7 +947,7 @@ func file_xfer_v1_file_transfer_proto_rawDescGZIP() []byte {
 	return file_xfer_v1_file_transfer_proto_rawDescData
 }
 
-var file_xfer_v1_file_transfer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_xfer_v1_file_transfer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_xfer_v1_file_transfer_proto_goTypes = []any{
 	(*UploadHeader)(nil),     // 0: xfer.v1.UploadHeader
 	(*UploadTrailer)(nil),    // 1: xfer.v1.UploadTrailer
@@ -802,25 +961,32 @@ var file_xfer_v1_file_transfer_proto_goTypes = []any{
 	(*EchoResponse)(nil),     // 9: xfer.v1.EchoResponse
 	(*StatRequest)(nil),      // 10: xfer.v1.StatRequest
 	(*StatResponse)(nil),     // 11: xfer.v1.StatResponse
+	(*MetaEntry)(nil),        // 12: xfer.v1.MetaEntry
+	(*MetaRequest)(nil),      // 13: xfer.v1.MetaRequest
+	(*MetaResponse)(nil),     // 14: xfer.v1.MetaResponse
 }
 var file_xfer_v1_file_transfer_proto_depIdxs = []int32{
 	0,  // 0: xfer.v1.UploadRequest.header:type_name -> xfer.v1.UploadHeader
 	1,  // 1: xfer.v1.UploadRequest.trailer:type_name -> xfer.v1.UploadTrailer
 	5,  // 2: xfer.v1.DownloadResponse.header:type_name -> xfer.v1.DownloadHeader
 	6,  // 3: xfer.v1.DownloadResponse.trailer:type_name -> xfer.v1.DownloadTrailer
-	2,  // 4: xfer.v1.FileTransfer.Upload:input_type -> xfer.v1.UploadRequest
-	4,  // 5: xfer.v1.FileTransfer.Download:input_type -> xfer.v1.DownloadRequest
-	8,  // 6: xfer.v1.FileTransfer.Echo:input_type -> xfer.v1.EchoRequest
-	10, // 7: xfer.v1.FileTransfer.Stat:input_type -> xfer.v1.StatRequest
-	3,  // 8: xfer.v1.FileTransfer.Upload:output_type -> xfer.v1.UploadResponse
-	7,  // 9: xfer.v1.FileTransfer.Download:output_type -> xfer.v1.DownloadResponse
-	9,  // 10: xfer.v1.FileTransfer.Echo:output_type -> xfer.v1.EchoResponse
-	11, // 11: xfer.v1.FileTransfer.Stat:output_type -> xfer.v1.StatResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	12, // 4: xfer.v1.MetaRequest.entries:type_name -> xfer.v1.MetaEntry
+	12, // 5: xfer.v1.MetaResponse.entries:type_name -> xfer.v1.MetaEntry
+	2,  // 6: xfer.v1.FileTransfer.Upload:input_type -> xfer.v1.UploadRequest
+	4,  // 7: xfer.v1.FileTransfer.Download:input_type -> xfer.v1.DownloadRequest
+	8,  // 8: xfer.v1.FileTransfer.Echo:input_type -> xfer.v1.EchoRequest
+	10, // 9: xfer.v1.FileTransfer.Stat:input_type -> xfer.v1.StatRequest
+	13, // 10: xfer.v1.FileTransfer.Meta:input_type -> xfer.v1.MetaRequest
+	3,  // 11: xfer.v1.FileTransfer.Upload:output_type -> xfer.v1.UploadResponse
+	7,  // 12: xfer.v1.FileTransfer.Download:output_type -> xfer.v1.DownloadResponse
+	9,  // 13: xfer.v1.FileTransfer.Echo:output_type -> xfer.v1.EchoResponse
+	11, // 14: xfer.v1.FileTransfer.Stat:output_type -> xfer.v1.StatResponse
+	14, // 15: xfer.v1.FileTransfer.Meta:output_type -> xfer.v1.MetaResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_xfer_v1_file_transfer_proto_init() }
@@ -844,7 +1010,7 @@ func file_xfer_v1_file_transfer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xfer_v1_file_transfer_proto_rawDesc), len(file_xfer_v1_file_transfer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	FileTransfer_Download_FullMethodName = "/xfer.v1.FileTransfer/Download"
 	FileTransfer_Echo_FullMethodName     = "/xfer.v1.FileTransfer/Echo"
 	FileTransfer_Stat_FullMethodName     = "/xfer.v1.FileTransfer/Stat"
+	FileTransfer_Meta_FullMethodName     = "/xfer.v1.FileTransfer/Meta"
 )
 
 // FileTransferClient is the client API for FileTransfer service.
@@ -42,6 +43,9 @@ type FileTransferClient interface {
 	// Small unary calls: the allocation-heavy small-object case.
 	Echo(ctx context.Context, in *EchoRequest, opts ...grpc.CallOption) (*EchoResponse, error)
 	Stat(ctx context.Context, in *StatRequest, opts ...grpc.CallOption) (*StatResponse, error)
+	// Many small key/value fields (PROTOCOL.md "Meta"): the server decodes them
+	// into its own structures and answers them sorted by key with a digest.
+	Meta(ctx context.Context, in *MetaRequest, opts ...grpc.CallOption) (*MetaResponse, error)
 }
 
 type fileTransferClient struct {
@@ -104,6 +108,16 @@ func (c *fileTransferClient) Stat(ctx context.Context, in *StatRequest, opts ...
 	return out, nil
 }
 
+func (c *fileTransferClient) Meta(ctx context.Context, in *MetaRequest, opts ...grpc.CallOption) (*MetaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetaResponse)
+	err := c.cc.Invoke(ctx, FileTransfer_Meta_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FileTransferServer is the server API for FileTransfer service.
 // All implementations must embed UnimplementedFileTransferServer
 // for forward compatibility.
@@ -118,6 +132,9 @@ type FileTransferServer interface {
 	// Small unary calls: the allocation-heavy small-object case.
 	Echo(context.Context, *EchoRequest) (*EchoResponse, error)
 	Stat(context.Context, *StatRequest) (*StatResponse, error)
+	// Many small key/value fields (PROTOCOL.md "Meta"): the server decodes them
+	// into its own structures and answers them sorted by key with a digest.
+	Meta(context.Context, *MetaRequest) (*MetaResponse, error)
 	mustEmbedUnimplementedFileTransferServer()
 }
 
@@ -139,6 +156,9 @@ func (UnimplementedFileTransferServer) Echo(context.Context, *EchoRequest) (*Ech
 }
 func (UnimplementedFileTransferServer) Stat(context.Context, *StatRequest) (*StatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stat not implemented")
+}
+func (UnimplementedFileTransferServer) Meta(context.Context, *MetaRequest) (*MetaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Meta not implemented")
 }
 func (UnimplementedFileTransferServer) mustEmbedUnimplementedFileTransferServer() {}
 func (UnimplementedFileTransferServer) testEmbeddedByValue()                      {}
@@ -215,6 +235,24 @@ func _FileTransfer_Stat_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FileTransfer_Meta_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileTransferServer).Meta(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileTransfer_Meta_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileTransferServer).Meta(ctx, req.(*MetaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FileTransfer_ServiceDesc is the grpc.ServiceDesc for FileTransfer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -229,6 +267,10 @@ var FileTransfer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stat",
 			Handler:    _FileTransfer_Stat_Handler,
+		},
+		{
+			MethodName: "Meta",
+			Handler:    _FileTransfer_Meta_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -110,3 +110,17 @@ func TestVersionAndHelp(t *testing.T) {
 		t.Fatalf("XFERD_VERSION: %v", err)
 	}
 }
+
+func TestMaxMetaEntries(t *testing.T) {
+	c, err := Parse(nil, env(nil), io.Discard)
+	if err != nil || c.Limits.MaxMetaEntries != 1024 {
+		t.Fatalf("default: %v %d", err, c.Limits.MaxMetaEntries)
+	}
+	c, err = Parse([]string{"--max-meta-entries", "8"}, env(map[string]string{"XFERD_MAX_META_ENTRIES": "9"}), io.Discard)
+	if err != nil || c.Limits.MaxMetaEntries != 8 {
+		t.Fatalf("flag over env: %v %d", err, c.Limits.MaxMetaEntries)
+	}
+	if _, err := Parse([]string{"--max-meta-entries", "-1"}, env(nil), io.Discard); err == nil {
+		t.Fatal("--max-meta-entries -1 accepted")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"xferbench/servers/go/gen/xferv1"
 	"xferbench/servers/go/internal/bufpool"
 	"xferbench/servers/go/internal/errs"
+	"xferbench/servers/go/internal/meta"
 	"xferbench/servers/go/internal/wirecheck"
 )
 
@@ -298,21 +299,27 @@ func (c *ServerCodec) ReadRequestBody(x any) error {
 	default:
 		return errs.New(errs.Internal, "request type %T is not a protobuf message", x)
 	}
+	if _, isMeta := x.(*xferv1.MetaRequest); isMeta && err != nil {
+		return errs.New(errs.InvalidArgument, "%s", meta.MalformedMessage(err))
+	}
 	if err != nil {
 		return errs.New(errs.InvalidArgument, "malformed %s body", typeName(x))
 	}
-	c.reserve(replySize(x))
+	c.reserve(replySize(x, len(body)))
 	return nil
 }
 
 // replySize is what a request's answer will occupy at most, known from the
-// request alone: Read and Echo carry data back, the rest a few fields.
-func replySize(x any) uint64 {
+// request alone: Read and Echo carry data back, Meta about its request
+// body again, the rest a few fields.
+func replySize(x any, bodyLen int) uint64 {
 	switch m := x.(type) {
 	case *xferv1.ReadRequest:
 		return uint64(m.GetLength()) + replyOverhead
 	case *xferv1.EchoRequest:
 		return uint64(len(m.GetPayload())) + replyOverhead
+	case *xferv1.MetaRequest:
+		return uint64(bodyLen) + replyOverhead
 	}
 	return replyOverhead
 }

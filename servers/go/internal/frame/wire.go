@@ -18,7 +18,7 @@ const Service = "Xfer"
 // request header decodes without allocating its method string.
 var methodNames = []string{
 	"Xfer.UploadBegin", "Xfer.UploadChunk", "Xfer.UploadCommit", "Xfer.UploadAbort",
-	"Xfer.Read", "Xfer.Echo", "Xfer.Stat",
+	"Xfer.Read", "Xfer.Echo", "Xfer.Stat", "Xfer.Meta",
 }
 
 var interned = func() map[string]string {

@@ -12,6 +12,7 @@ import (
 	"xferbench/servers/go/internal/bufpool"
 	"xferbench/servers/go/internal/errs"
 	"xferbench/servers/go/internal/limits"
+	"xferbench/servers/go/internal/meta"
 	"xferbench/servers/go/internal/store"
 )
 
@@ -191,4 +192,9 @@ func (s *Service) Stat(_ context.Context, req *xferv1.StatRequest) (*xferv1.Stat
 		return nil, err
 	}
 	return &xferv1.StatResponse{Name: req.Name, Size: info.Size, Crc32: info.CRC}, nil
+}
+
+// Meta answers the entries sorted by key with their digest.
+func (s *Service) Meta(_ context.Context, req *xferv1.MetaRequest) (*xferv1.MetaResponse, error) {
+	return meta.Answer(req, s.lim.MaxMetaEntries)
 }

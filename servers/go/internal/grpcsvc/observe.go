@@ -24,7 +24,7 @@ var servicePrefix = "/" + xferv1.FileTransfer_ServiceDesc.ServiceName + "/"
 
 func observed(fullMethod string) bool { return strings.HasPrefix(fullMethod, servicePrefix) }
 
-// UnaryInterceptor records Echo and Stat calls.
+// UnaryInterceptor records Echo, Stat and Meta calls.
 func UnaryInterceptor(o Observer) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if !observed(info.FullMethod) {

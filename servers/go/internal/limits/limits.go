@@ -23,6 +23,7 @@ const (
 	DefaultMaxConnUnsent     = 32 << 20
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultDrainTimeout      = 5 * time.Second
+	DefaultMaxMetaEntries    = 1024
 	// AutoConns as MaxConns means "derive from RLIMIT_NOFILE" (netx.AutoMaxConns).
 	AutoConns = 0
 	// MaxHeader is fixed by the protocol, not a flag.
@@ -47,6 +48,7 @@ type Limits struct {
 	MaxConnUnsent     uint64
 	WriteTimeout      time.Duration
 	DrainTimeout      time.Duration
+	MaxMetaEntries    int
 }
 
 // Defaults returns PROTOCOL.md's defaults.
@@ -66,6 +68,7 @@ func Defaults() Limits {
 		MaxConnUnsent:     DefaultMaxConnUnsent,
 		WriteTimeout:      DefaultWriteTimeout,
 		DrainTimeout:      DefaultDrainTimeout,
+		MaxMetaEntries:    DefaultMaxMetaEntries,
 	}
 }
 

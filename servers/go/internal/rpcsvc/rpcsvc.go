@@ -10,6 +10,7 @@ import (
 	"xferbench/servers/go/gen/xferv1"
 	"xferbench/servers/go/internal/bufpool"
 	"xferbench/servers/go/internal/limits"
+	"xferbench/servers/go/internal/meta"
 	"xferbench/servers/go/internal/store"
 )
 
@@ -20,7 +21,7 @@ type Bytes interface {
 }
 
 // Xfer holds the service's methods; register it as frame.Service. Only
-// the seven protocol methods are exported, as net/rpc expects.
+// the eight protocol methods are exported, as net/rpc expects.
 type Xfer struct {
 	store  *store.Store
 	lim    limits.Limits
@@ -135,5 +136,15 @@ func (x *Xfer) Stat(req *xferv1.StatRequest, resp *xferv1.StatResponse) error {
 		return err
 	}
 	resp.Name, resp.Size, resp.Crc32 = req.Name, info.Size, info.CRC
+	return nil
+}
+
+// Meta answers the entries sorted by key with their digest.
+func (x *Xfer) Meta(req *xferv1.MetaRequest, resp *xferv1.MetaResponse) error {
+	out, err := meta.Answer(req, x.lim.MaxMetaEntries)
+	if err != nil {
+		return err
+	}
+	resp.Entries, resp.Digest = out.Entries, out.Digest
 	return nil
 }

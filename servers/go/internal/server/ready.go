@@ -26,7 +26,7 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"max_uploads_per_conn", l.MaxUploadsPerConn, "max_staged_bytes", l.MaxStagedBytes, "min_chunk", l.MinChunk,
 		"read_timeout", l.ReadTimeout, "upload_idle_timeout", l.UploadIdleTimeout,
 		"max_conn_calls", l.MaxConnCalls, "max_conn_unsent", l.MaxConnUnsent,
-		"write_timeout", l.WriteTimeout, "drain_timeout", l.DrainTimeout,
+		"write_timeout", l.WriteTimeout, "drain_timeout", l.DrainTimeout, "max_meta_entries", l.MaxMetaEntries,
 		"grpc_initial_window_size", c.GRPCInitialWindowSize,
 		"grpc_initial_conn_window_size", c.GRPCInitialConnWindowSize,
 		"grpc_read_buffer_size", c.GRPCReadBufferSize, "grpc_write_buffer_size", c.GRPCWriteBufferSize,

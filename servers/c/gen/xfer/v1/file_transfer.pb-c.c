@@ -547,6 +547,141 @@ void   xfer__v1__stat_response__free_unpacked
   assert(message->base.descriptor == &xfer__v1__stat_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   xfer__v1__meta_entry__init
+                     (Xfer__V1__MetaEntry         *message)
+{
+  static const Xfer__V1__MetaEntry init_value = XFER__V1__META_ENTRY__INIT;
+  *message = init_value;
+}
+size_t xfer__v1__meta_entry__get_packed_size
+                     (const Xfer__V1__MetaEntry *message)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__v1__meta_entry__pack
+                     (const Xfer__V1__MetaEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__v1__meta_entry__pack_to_buffer
+                     (const Xfer__V1__MetaEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__V1__MetaEntry *
+       xfer__v1__meta_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__V1__MetaEntry *)
+     protobuf_c_message_unpack (&xfer__v1__meta_entry__descriptor,
+                                allocator, len, data);
+}
+void   xfer__v1__meta_entry__free_unpacked
+                     (Xfer__V1__MetaEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__v1__meta_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__v1__meta_request__init
+                     (Xfer__V1__MetaRequest         *message)
+{
+  static const Xfer__V1__MetaRequest init_value = XFER__V1__META_REQUEST__INIT;
+  *message = init_value;
+}
+size_t xfer__v1__meta_request__get_packed_size
+                     (const Xfer__V1__MetaRequest *message)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__v1__meta_request__pack
+                     (const Xfer__V1__MetaRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__v1__meta_request__pack_to_buffer
+                     (const Xfer__V1__MetaRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__V1__MetaRequest *
+       xfer__v1__meta_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__V1__MetaRequest *)
+     protobuf_c_message_unpack (&xfer__v1__meta_request__descriptor,
+                                allocator, len, data);
+}
+void   xfer__v1__meta_request__free_unpacked
+                     (Xfer__V1__MetaRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__v1__meta_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__v1__meta_response__init
+                     (Xfer__V1__MetaResponse         *message)
+{
+  static const Xfer__V1__MetaResponse init_value = XFER__V1__META_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t xfer__v1__meta_response__get_packed_size
+                     (const Xfer__V1__MetaResponse *message)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__v1__meta_response__pack
+                     (const Xfer__V1__MetaResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__v1__meta_response__pack_to_buffer
+                     (const Xfer__V1__MetaResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__v1__meta_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__V1__MetaResponse *
+       xfer__v1__meta_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__V1__MetaResponse *)
+     protobuf_c_message_unpack (&xfer__v1__meta_response__descriptor,
+                                allocator, len, data);
+}
+void   xfer__v1__meta_response__free_unpacked
+                     (Xfer__V1__MetaResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__v1__meta_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor xfer__v1__upload_header__field_descriptors[3] =
 {
   {
@@ -1159,16 +1294,158 @@ const ProtobufCMessageDescriptor xfer__v1__stat_response__descriptor =
   (ProtobufCMessageInit) xfer__v1__stat_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor xfer__v1__file_transfer__method_descriptors[4] =
+static const ProtobufCFieldDescriptor xfer__v1__meta_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__V1__MetaEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__V1__MetaEntry, value),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__v1__meta_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange xfer__v1__meta_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor xfer__v1__meta_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.v1.MetaEntry",
+  "MetaEntry",
+  "Xfer__V1__MetaEntry",
+  "xfer.v1",
+  sizeof(Xfer__V1__MetaEntry),
+  2,
+  xfer__v1__meta_entry__field_descriptors,
+  xfer__v1__meta_entry__field_indices_by_name,
+  1,  xfer__v1__meta_entry__number_ranges,
+  (ProtobufCMessageInit) xfer__v1__meta_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__v1__meta_request__field_descriptors[1] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__V1__MetaRequest, n_entries),
+    offsetof(Xfer__V1__MetaRequest, entries),
+    &xfer__v1__meta_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__v1__meta_request__field_indices_by_name[] = {
+  0,   /* field[0] = entries */
+};
+static const ProtobufCIntRange xfer__v1__meta_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor xfer__v1__meta_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.v1.MetaRequest",
+  "MetaRequest",
+  "Xfer__V1__MetaRequest",
+  "xfer.v1",
+  sizeof(Xfer__V1__MetaRequest),
+  1,
+  xfer__v1__meta_request__field_descriptors,
+  xfer__v1__meta_request__field_indices_by_name,
+  1,  xfer__v1__meta_request__number_ranges,
+  (ProtobufCMessageInit) xfer__v1__meta_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__v1__meta_response__field_descriptors[2] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__V1__MetaResponse, n_entries),
+    offsetof(Xfer__V1__MetaResponse, entries),
+    &xfer__v1__meta_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "digest",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FIXED32,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__V1__MetaResponse, digest),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__v1__meta_response__field_indices_by_name[] = {
+  1,   /* field[1] = digest */
+  0,   /* field[0] = entries */
+};
+static const ProtobufCIntRange xfer__v1__meta_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor xfer__v1__meta_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.v1.MetaResponse",
+  "MetaResponse",
+  "Xfer__V1__MetaResponse",
+  "xfer.v1",
+  sizeof(Xfer__V1__MetaResponse),
+  2,
+  xfer__v1__meta_response__field_descriptors,
+  xfer__v1__meta_response__field_indices_by_name,
+  1,  xfer__v1__meta_response__number_ranges,
+  (ProtobufCMessageInit) xfer__v1__meta_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor xfer__v1__file_transfer__method_descriptors[5] =
 {
   { "Upload", &xfer__v1__upload_request__descriptor, &xfer__v1__upload_response__descriptor },
   { "Download", &xfer__v1__download_request__descriptor, &xfer__v1__download_response__descriptor },
   { "Echo", &xfer__v1__echo_request__descriptor, &xfer__v1__echo_response__descriptor },
   { "Stat", &xfer__v1__stat_request__descriptor, &xfer__v1__stat_response__descriptor },
+  { "Meta", &xfer__v1__meta_request__descriptor, &xfer__v1__meta_response__descriptor },
 };
 const unsigned xfer__v1__file_transfer__method_indices_by_name[] = {
   1,        /* Download */
   2,        /* Echo */
+  4,        /* Meta */
   3,        /* Stat */
   0         /* Upload */
 };
@@ -1179,7 +1456,7 @@ const ProtobufCServiceDescriptor xfer__v1__file_transfer__descriptor =
   "FileTransfer",
   "Xfer__V1__FileTransfer",
   "xfer.v1",
-  4,
+  5,
   xfer__v1__file_transfer__method_descriptors,
   xfer__v1__file_transfer__method_indices_by_name
 };
@@ -1214,6 +1491,14 @@ void xfer__v1__file_transfer__stat(ProtobufCService *service,
 {
   assert(service->descriptor == &xfer__v1__file_transfer__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void xfer__v1__file_transfer__meta(ProtobufCService *service,
+                                   const Xfer__V1__MetaRequest *input,
+                                   Xfer__V1__MetaResponse_Closure closure,
+                                   void *closure_data)
+{
+  assert(service->descriptor == &xfer__v1__file_transfer__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void xfer__v1__file_transfer__init (Xfer__V1__FileTransfer_Service *service,
                                     Xfer__V1__FileTransfer_ServiceDestroy destroy)

@@ -27,6 +27,9 @@ typedef struct Xfer__V1__EchoRequest Xfer__V1__EchoRequest;
 typedef struct Xfer__V1__EchoResponse Xfer__V1__EchoResponse;
 typedef struct Xfer__V1__StatRequest Xfer__V1__StatRequest;
 typedef struct Xfer__V1__StatResponse Xfer__V1__StatResponse;
+typedef struct Xfer__V1__MetaEntry Xfer__V1__MetaEntry;
+typedef struct Xfer__V1__MetaRequest Xfer__V1__MetaRequest;
+typedef struct Xfer__V1__MetaResponse Xfer__V1__MetaResponse;
 
 
 /* --- enums --- */
@@ -201,6 +204,53 @@ struct  Xfer__V1__StatResponse
 #define XFER__V1__STAT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&xfer__v1__stat_response__descriptor) \
     , (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * One key/value field of a Meta call: key 1..256 bytes, value 0..4096 bytes,
+ * both UTF-8 without NUL (PROTOCOL.md "Meta").
+ */
+struct  Xfer__V1__MetaEntry
+{
+  ProtobufCMessage base;
+  char *key;
+  char *value;
+};
+#define XFER__V1__META_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__v1__meta_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Xfer__V1__MetaRequest
+{
+  ProtobufCMessage base;
+  /*
+   * keys distinct; at most --max-meta-entries
+   */
+  size_t n_entries;
+  Xfer__V1__MetaEntry **entries;
+};
+#define XFER__V1__META_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__v1__meta_request__descriptor) \
+    , 0,NULL }
+
+
+struct  Xfer__V1__MetaResponse
+{
+  ProtobufCMessage base;
+  /*
+   * the request's entries sorted by key (bytewise)
+   */
+  size_t n_entries;
+  Xfer__V1__MetaEntry **entries;
+  /*
+   * CRC-32 over key NUL value NUL of each entry, in this order
+   */
+  uint32_t digest;
+};
+#define XFER__V1__META_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__v1__meta_response__descriptor) \
+    , 0,NULL, 0 }
 
 
 /* Xfer__V1__UploadHeader methods */
@@ -431,6 +481,63 @@ Xfer__V1__StatResponse *
 void   xfer__v1__stat_response__free_unpacked
                      (Xfer__V1__StatResponse *message,
                       ProtobufCAllocator *allocator);
+/* Xfer__V1__MetaEntry methods */
+void   xfer__v1__meta_entry__init
+                     (Xfer__V1__MetaEntry         *message);
+size_t xfer__v1__meta_entry__get_packed_size
+                     (const Xfer__V1__MetaEntry   *message);
+size_t xfer__v1__meta_entry__pack
+                     (const Xfer__V1__MetaEntry   *message,
+                      uint8_t             *out);
+size_t xfer__v1__meta_entry__pack_to_buffer
+                     (const Xfer__V1__MetaEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__V1__MetaEntry *
+       xfer__v1__meta_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__v1__meta_entry__free_unpacked
+                     (Xfer__V1__MetaEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Xfer__V1__MetaRequest methods */
+void   xfer__v1__meta_request__init
+                     (Xfer__V1__MetaRequest         *message);
+size_t xfer__v1__meta_request__get_packed_size
+                     (const Xfer__V1__MetaRequest   *message);
+size_t xfer__v1__meta_request__pack
+                     (const Xfer__V1__MetaRequest   *message,
+                      uint8_t             *out);
+size_t xfer__v1__meta_request__pack_to_buffer
+                     (const Xfer__V1__MetaRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__V1__MetaRequest *
+       xfer__v1__meta_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__v1__meta_request__free_unpacked
+                     (Xfer__V1__MetaRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Xfer__V1__MetaResponse methods */
+void   xfer__v1__meta_response__init
+                     (Xfer__V1__MetaResponse         *message);
+size_t xfer__v1__meta_response__get_packed_size
+                     (const Xfer__V1__MetaResponse   *message);
+size_t xfer__v1__meta_response__pack
+                     (const Xfer__V1__MetaResponse   *message,
+                      uint8_t             *out);
+size_t xfer__v1__meta_response__pack_to_buffer
+                     (const Xfer__V1__MetaResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__V1__MetaResponse *
+       xfer__v1__meta_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__v1__meta_response__free_unpacked
+                     (Xfer__V1__MetaResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Xfer__V1__UploadHeader_Closure)
@@ -469,6 +576,15 @@ typedef void (*Xfer__V1__StatRequest_Closure)
 typedef void (*Xfer__V1__StatResponse_Closure)
                  (const Xfer__V1__StatResponse *message,
                   void *closure_data);
+typedef void (*Xfer__V1__MetaEntry_Closure)
+                 (const Xfer__V1__MetaEntry *message,
+                  void *closure_data);
+typedef void (*Xfer__V1__MetaRequest_Closure)
+                 (const Xfer__V1__MetaRequest *message,
+                  void *closure_data);
+typedef void (*Xfer__V1__MetaResponse_Closure)
+                 (const Xfer__V1__MetaResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -492,6 +608,10 @@ struct Xfer__V1__FileTransfer_Service
                const Xfer__V1__StatRequest *input,
                Xfer__V1__StatResponse_Closure closure,
                void *closure_data);
+  void (*meta)(Xfer__V1__FileTransfer_Service *service,
+               const Xfer__V1__MetaRequest *input,
+               Xfer__V1__MetaResponse_Closure closure,
+               void *closure_data);
 };
 typedef void (*Xfer__V1__FileTransfer_ServiceDestroy)(Xfer__V1__FileTransfer_Service *);
 void xfer__v1__file_transfer__init (Xfer__V1__FileTransfer_Service *service,
@@ -503,7 +623,8 @@ void xfer__v1__file_transfer__init (Xfer__V1__FileTransfer_Service *service,
       function_prefix__ ## upload,\
       function_prefix__ ## download,\
       function_prefix__ ## echo,\
-      function_prefix__ ## stat  }
+      function_prefix__ ## stat,\
+      function_prefix__ ## meta  }
 void xfer__v1__file_transfer__upload(ProtobufCService *service,
                                      const Xfer__V1__UploadRequest *input,
                                      Xfer__V1__UploadResponse_Closure closure,
@@ -520,6 +641,10 @@ void xfer__v1__file_transfer__stat(ProtobufCService *service,
                                    const Xfer__V1__StatRequest *input,
                                    Xfer__V1__StatResponse_Closure closure,
                                    void *closure_data);
+void xfer__v1__file_transfer__meta(ProtobufCService *service,
+                                   const Xfer__V1__MetaRequest *input,
+                                   Xfer__V1__MetaResponse_Closure closure,
+                                   void *closure_data);
 
 /* --- descriptors --- */
 
@@ -535,6 +660,9 @@ extern const ProtobufCMessageDescriptor xfer__v1__echo_request__descriptor;
 extern const ProtobufCMessageDescriptor xfer__v1__echo_response__descriptor;
 extern const ProtobufCMessageDescriptor xfer__v1__stat_request__descriptor;
 extern const ProtobufCMessageDescriptor xfer__v1__stat_response__descriptor;
+extern const ProtobufCMessageDescriptor xfer__v1__meta_entry__descriptor;
+extern const ProtobufCMessageDescriptor xfer__v1__meta_request__descriptor;
+extern const ProtobufCMessageDescriptor xfer__v1__meta_response__descriptor;
 extern const ProtobufCServiceDescriptor xfer__v1__file_transfer__descriptor;
 
 PROTOBUF_C__END_DECLS
