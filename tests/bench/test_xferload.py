@@ -52,6 +52,8 @@ METHODS = {
     "upload": ["--method", "upload", "--chunk", str(CHUNK), "--file-size", str(FILE_SIZE), "--max-calls", "400"],
     "download": ["--method", "download", "--chunk", str(CHUNK), "--file-size", str(FILE_SIZE), "--max-calls", "400"],
     "download-gen": ["--method", "download", "--chunk", str(CHUNK), "--name", "gen:2MiB:5", "--max-calls", "400"],
+    # 16 entries of a 4-byte key and a 4-byte value: 128 bytes per call.
+    "meta": ["--method", "meta", "--entries", "16", "--entry-size", "4-4", "--max-calls", "3000"],
 }
 
 
@@ -67,6 +69,8 @@ def test_each_method_is_counted_exactly_by_the_server(server: RunningServer, met
     assert r["cpu_seconds"] > 0
     if method == "echo":
         assert r["bytes"] == r["calls"] * 1000
+    elif method == "meta":
+        assert r["bytes"] == r["calls"] * 128
     elif method == "upload":
         # Each worker's calls are UploadBegin, 8 chunks, UploadCommit, again: the calls that are not chunks
         # are two per file, give or take the file each worker has in progress.
@@ -94,5 +98,7 @@ def test_server_errors_are_counted_by_code(server: RunningServer) -> None:
 def test_bad_flag_and_refused_connection_exit_with_a_message() -> None:
     bad = xferload("--method", "echo", "--inflight", "0")
     assert bad.returncode == 2 and "-inflight" in bad.stderr and bad.stdout == ""
+    bad = xferload("--method", "meta", "--entry-size", "8-4")
+    assert bad.returncode == 2 and "-entry-size" in bad.stderr and "8-4" in bad.stderr
     refused = xferload("--method", "echo", "--addr", "127.0.0.1:1")
     assert refused.returncode == 1 and "cannot connect to 127.0.0.1:1" in refused.stderr

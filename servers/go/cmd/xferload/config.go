@@ -29,11 +29,14 @@ type Config struct {
 	Chunk    uint64 // upload chunk and Read length
 	FileSize uint64 // upload file size (and download's own file without --name)
 	Name     string // download: a stored name or gen:SIZE:SEED (canonical); "": upload one first
+	Entries  int    // meta: entries per call
+	EntryMin int    // meta: bytes per key and per value, at least
+	EntryMax int    // meta: ... and at most
 	Verify   bool
 	Drain    time.Duration // how long calls in flight at the end may take to finish
 }
 
-const usageHead = `usage: xferload --addr HOST:PORT --method upload|download|echo [flags]
+const usageHead = `usage: xferload --addr HOST:PORT --method upload|download|echo|meta [flags]
 
 A load driver for the frame protocol (proto/PROTOCOL.md). It opens --conns TCP connections and keeps
 --inflight calls in flight on each (pipelined, answers matched by sequence number), checks every answer,
@@ -59,6 +62,9 @@ Methods (each worker, --inflight of them per connection, runs its own sequence o
             default); without --name one file of --file-size is uploaded first (setup_calls).
             bytes = data received.
   echo      Echo of a --size payload. bytes = payload sent.
+  meta      Meta of --entries key/value entries, each key and value --entry-size MIN-MAX letters (drawn
+            once from a fixed seed: every call sends the same request); the answer must hold every entry,
+            sorted by key, and their digest (PROTOCOL.md "Meta"). bytes = key and value bytes sent.
 
 Checks: every answer must have no error, the right lengths (chunk received count, Read data length,
 Echo payload, commit size and CRC-32), and, for downloads, data whose CRC-32 over a whole pass equals the
@@ -88,6 +94,9 @@ var ErrBadFlag = errors.New("bad flag")
 // maxInflight keeps a worker count sane; the server's own bound per connection is 256 outstanding calls.
 const maxInflight = 256
 
+// maxMetaEntries is the servers' default --max-meta-entries.
+const maxMetaEntries = limits.DefaultMaxMetaEntries
+
 // parseFlags reads the command line; errors name the flag and what is wrong.
 func parseFlags(args []string, out io.Writer) (*Config, error) {
 	c := &Config{}
@@ -96,7 +105,7 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.SetOutput(io.Discard)
 	var size, chunk, fileSize string
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7070", "frame address of the server, HOST:PORT")
-	fs.StringVar(&c.Method, "method", "", "upload, download or echo (required)")
+	fs.StringVar(&c.Method, "method", "", "upload, download, echo or meta (required)")
 	fs.IntVar(&c.Conns, "conns", 1, "TCP connections")
 	fs.IntVar(&c.Inflight, "inflight", 1, "calls in flight per connection (1 to 256)")
 	fs.Float64Var(&c.Rate, "rate", 0, "calls/s over all connections, open model (0: as fast as possible)")
@@ -106,6 +115,9 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&size, "size", "256", "echo payload size (bytes, or KiB/MiB)")
 	fs.StringVar(&chunk, "chunk", "1MiB", "upload chunk size and Read length")
 	fs.StringVar(&fileSize, "file-size", "64MiB", "size of each uploaded file")
+	fs.IntVar(&c.Entries, "entries", 64, "meta: entries per call")
+	var entrySize string
+	fs.StringVar(&entrySize, "entry-size", "8-64", "meta: bytes per key and per value, MIN-MAX")
 	fs.StringVar(&c.Name, "name", "", "download: a stored file name, or gen:SIZE[:SEED]")
 	fs.BoolVar(&c.Verify, "verify", true, "check downloaded data against the CRC-32 (false: lengths and status only)")
 	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long calls in flight at the end may take")
@@ -132,6 +144,9 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	if c.FileSize, err = sizeFlag("file-size", fileSize, 0, limits.DefaultMaxFileSize); err != nil {
 		return nil, err
 	}
+	if c.EntryMin, c.EntryMax, err = parseEntrySize(entrySize); err != nil {
+		return nil, err
+	}
 	if c.Name, err = canonicalName(c.Name); err != nil {
 		return nil, err
 	}
@@ -141,8 +156,10 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 // check validates the values that do not depend on each other's parsing.
 func (c *Config) check() error {
 	switch {
-	case c.Method != "upload" && c.Method != "download" && c.Method != "echo":
-		return badFlag("method", "want upload, download or echo, got %q", c.Method)
+	case c.Method != "upload" && c.Method != "download" && c.Method != "echo" && c.Method != "meta":
+		return badFlag("method", "want upload, download, echo or meta, got %q", c.Method)
+	case c.Entries < 0 || c.Entries > maxMetaEntries:
+		return badFlag("entries", "want 0 to %d, got %d", maxMetaEntries, c.Entries)
 	case c.Addr == "" || !strings.Contains(c.Addr, ":"):
 		return badFlag("addr", "want HOST:PORT, got %q", c.Addr)
 	case c.Conns < 1 || c.Conns > 4096:

@@ -32,7 +32,7 @@ func TestParseFlagsErrorsNameTheFlag(t *testing.T) {
 		want string
 	}{
 		{[]string{}, "-method"},
-		{[]string{"--method", "nope"}, `-method: want upload, download or echo, got "nope"`},
+		{[]string{"--method", "nope"}, `-method: want upload, download, echo or meta, got "nope"`},
 		{[]string{"--method", "echo", "--conns", "0"}, "-conns: want 1 to 4096, got 0"},
 		{[]string{"--method", "echo", "--inflight", "257"}, "-inflight: want 1 to 256"},
 		{[]string{"--method", "echo", "--rate", "-1"}, "-rate"},
@@ -48,6 +48,10 @@ func TestParseFlagsErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--method", "echo", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, "-bogus"},
 		{[]string{"--conns", "many"}, "-conns"},
+		{[]string{"--method", "meta", "--entries", "1025"}, "-entries: want 0 to 1024"},
+		{[]string{"--method", "meta", "--entry-size", "0-4"}, "-entry-size: want MIN-MAX"},
+		{[]string{"--method", "meta", "--entry-size", "4-257"}, "-entry-size"},
+		{[]string{"--method", "meta", "--entry-size", "04-8"}, "-entry-size"},
 	}
 	for _, tc := range cases {
 		_, err := parseFlags(tc.args, &bytes.Buffer{})

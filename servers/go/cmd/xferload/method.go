@@ -36,6 +36,8 @@ func newMethod(cfg *Config, runID string) (method, error) {
 		return newDownload(cfg, runID), nil
 	case "echo":
 		return newEcho(cfg)
+	case "meta":
+		return newMeta(cfg)
 	}
 	return nil, fmt.Errorf("unknown method %q", cfg.Method)
 }
