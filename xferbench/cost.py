@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -35,14 +36,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from py_client import meta
 from py_client.frame_client import FrameClient
 from py_client.sizes import parse_size
 from xferbench import cpuclass
 from xferbench.experiment import ALLOCATORS, ROOT
 from xferbench.process import Server
 
-DEFAULT_SCRIPT = "echo:400,upload:8,download:8"
+DEFAULT_SCRIPT = "echo:400,meta:200,upload:8,download:8"
 ECHO_BYTES = 256
+# Meta: loadgen's defaults (--xfer-meta-entries 64, --xfer-meta-size 8-64), drawn from a fixed seed.
+META_ENTRIES, META_SIZE = 64, (8, 64)
 DUMP_TIMEOUT_S = 120.0
 IDLE_WINDOW_S = 2.0
 # The server's addresses and thread counts; one I/O thread and one worker keep the hand-off path the same
@@ -113,6 +117,13 @@ def _echo(c: FrameClient, n: int, sizes: Sizes, tag: str) -> int:
     return 1
 
 
+def _meta(c: FrameClient, n: int, sizes: Sizes, tag: str) -> int:
+    entries = meta.prepare(meta.random_entries(META_ENTRIES, *META_SIZE, random.Random(META_ENTRIES)))
+    for _ in range(n):
+        c.meta(entries)
+    return 1
+
+
 def _upload(c: FrameClient, n: int, sizes: Sizes, tag: str) -> int:
     data = bytes(range(256)) * (sizes.file // 256) + b"u" * (sizes.file % 256)
     for i in range(n):
@@ -128,6 +139,7 @@ def _download(c: FrameClient, n: int, sizes: Sizes, tag: str) -> int:
 
 _REPLAYS: dict[str, Callable[[FrameClient, int, Sizes, str], int]] = {
     "echo": _echo,
+    "meta": _meta,
     "upload": _upload,
     "download": _download,
 }
