@@ -42,7 +42,9 @@ RULES: tuple[tuple[str, str, str], ...] = (
                   r"\(\*gcWork\)\.\w+|\(\*gcControllerState\)\.\w+|\(\*mspan\)\.(sweep|markBitsForIndex)|"
                   r"\(\*sweepLocked\)\.sweep|\(\*sweepLocker\)\.\w+|\(\*scavengerState\)\.\w+|"
                   r"\(\*mheap\)\.(reclaim\w*|nextSpanForSweep)|typePointers\w*|\(\*typePointers\)\.\w+|"
-                  r"scanConservative|markBits\w*|gcenable|gcBgMarkStartWorkers|gcMark|gcResetMarkState)$"),
+                  r"scanConservative|markBits\w*|gcenable|gcBgMarkStartWorkers|gcMark|gcResetMarkState|scanObject|"
+                  r"tryDeferToSpanScan|\(\*spanInlineMarkBits\)\.\w+|\(\*mspan\)\.scan\w*)$|"
+                  r"internal/runtime/gc/"),
     # --- copy: memcpy/memmove in C and Go, the kernel's copies to and from user memory
     ("copy", "sym", r"(__)?(memcpy|memmove|mempcpy)\w*$|__memmove_\w+|__memcpy_\w+|copy_user_\w+|"
                     r"_copy_(to|from)_user|copy_(to|from)_user|rep_movs_alternative|copyin|copyout|"
@@ -101,6 +103,7 @@ def split_frame(frame: str) -> tuple[str, str]:
 def frame_bucket(frame: str) -> str | None:
     """The bucket of the first rule one frame matches, or None."""
     sym, obj = split_frame(frame)
+    sym = sym.removeprefix("__GI_")  # glibc's internal aliases: __GI___libc_free is __libc_free
     for rule in _COMPILED:
         if rule.pattern.match(obj if rule.on_object else sym):
             return rule.bucket
