@@ -54,7 +54,7 @@ def test_unprofiled_run_has_no_cpu_section(tmp_path: Path) -> None:
 
 def test_profiled_and_unprofiled_rows_are_not_compared(tmp_path: Path) -> None:
     d = profiled(fake_run(tmp_path / "a", {"a": 100.0, "b": 150.0}, 3, 1), {"a": 0.2}, cells={"a"})
-    with pytest.raises(RunDirError, match="profiled and the others not .*b.*not compared"):
+    with pytest.raises(RunDirError, match=r"profiled and the others not .*b.*not compared"):
         report.load(d)
 
 
