@@ -586,6 +586,9 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
             f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
     soak = _soak(_table(data["soak"], "soak")) if "soak" in data else None
+    if profile and any(c.load.mode == "capacity" for c in cells):
+        raise ExperimentError('experiment.profile = true: a capacity search (load.mode = "capacity") is not '
+                              "profiled (its steps have no one measured window); drop one of them")
     if soak is not None and duet is None:
         duet = False  # a soak judges each run alone: a partner would only add load to the shared CPUs
     duet = _duet(duet, cells, aa, pinning)
