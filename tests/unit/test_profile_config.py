@@ -27,7 +27,7 @@ def test_profile_must_be_a_boolean() -> None:
 
 
 def test_profile_refuses_a_capacity_search() -> None:
-    with pytest.raises(xe.ExperimentError, match="capacity search .* is not profiled"):
+    with pytest.raises(xe.ExperimentError, match=r"capacity search .* is not profiled"):
         parse("profile = true", 'mode = "capacity"\nrate = "100"\nslo_p99 = "20ms"')
 
 
