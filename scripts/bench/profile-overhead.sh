@@ -4,11 +4,18 @@
 # load. Prints, per server, the median of each pair's ratio profiled / unprofiled for the server's CPU per
 # request and the client's P50 (BENCHMARKS.md, "CPU attribution: what profiling costs").
 #
-#   bash scripts/bench/profile-overhead.sh            # PAIRS=5 RATE=400 DURATION=5
+# The default load keeps the server busy enough (a fifth of a core or more) that its CPU time, counted in
+# 10 ms ticks, resolves a few percent in a window; echo at a few hundred per second does not.
+#
+#   bash scripts/bench/profile-overhead.sh     # PAIRS=5 RATE=40 DURATION=6 MIX=upload:1 SIZES=1MiB
+#   MIX=echo:1 RATE=1000 bash scripts/bench/profile-overhead.sh
 source "$(dirname "$0")/lib.sh"
 PAIRS=${PAIRS:-5}
-RATE=${RATE:-400}
-DURATION=${DURATION:-5}
+RATE=${RATE:-40}
+DURATION=${DURATION:-6}
+MIX=${MIX:-upload:1}
+SIZES=${SIZES:-1MiB}
+SERVERS=${SERVERS:-xferd-c xferd-go}
 XB="$BENCH_ROOT/.venv/bin/python -m xferbench"
 
 experiment() { # SERVER FLAGS_TOML
@@ -24,7 +31,9 @@ rate = "$RATE"
 users = 8
 spawn_rate = 8
 duration_s = $DURATION
-mix = "echo:1"
+mix = "$MIX"
+sizes = "$SIZES"
+chunk = "256KiB"
 [[servers]]
 server = "$1"
 [servers.flags]
@@ -37,7 +46,7 @@ figure() { # RUN_DIR FIELD
     "$1/runs.jsonl" "$2"
 }
 
-for server in xferd-c xferd-go; do
+for server in $SERVERS; do
   if [ "$server" = xferd-c ]; then flags='alloc = "glibc"'; else flags='pool = "on"'; fi
   experiment "$server" "$flags" >"$BENCH_TMP/$server.toml"
   cpu=() p50=() samples=()
@@ -53,7 +62,7 @@ for server in xferd-c xferd-go; do
     p50+=("$(ratio "$(figure "$on" client_p50_s)" "$(figure "$off" client_p50_s)")")
     samples+=("$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["cpu_profile"]["samples"])' "$on/runs.jsonl")")
   done
-  echo "$server echo at $RATE/s, $PAIRS pairs of ${DURATION}s windows: profiled/unprofiled" \
+  echo "$server $MIX ($SIZES) at $RATE/s, $PAIRS pairs of ${DURATION}s windows: profiled/unprofiled" \
        "server CPU per request median $(median "${cpu[@]}") (pairs: ${cpu[*]})," \
        "client P50 median $(median "${p50[@]}") (pairs: ${p50[*]}); samples per window: ${samples[*]}"
 done

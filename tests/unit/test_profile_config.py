@@ -36,3 +36,14 @@ def test_run_flag_turns_profiling_on() -> None:
     assert args.profile is True
     exp = xe.load_file("quick").with_overrides(profile=args.profile)
     assert exp.profile and not xe.load_file("quick").profile
+
+
+def test_missing_profilers_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xferbench import profile
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(profile.ProfileError, match=r"perf is not installed .*linux-perf"):
+        profile.check({"xferd-c"})
+    monkeypatch.setenv("PPROF_FOLD_BIN", "/nonexistent/pprof-fold")
+    with pytest.raises(profile.ProfileError, match=r"/nonexistent/pprof-fold is missing .*make build"):
+        profile.check({"xferd-go"})
