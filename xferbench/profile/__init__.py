@@ -59,13 +59,14 @@ def start(server: str, pid: int, metrics_addr: str, seconds: float, run_dir: Pat
 PerfSampler = perf.PerfSampler
 
 
-def finish(started: Started, run_dir: Path, title: str) -> tuple[dict[str, Any], str, list[str]]:
+def finish(started: Started, run_dir: Path, title: str) -> tuple[dict[str, Any], str | None, list[str]]:
     """Waits for the window's samples; returns the row's cpu_profile, the flame graph's path (relative to
-    run_dir), and warnings. Raises ProfileError when there are no samples to attribute."""
+    run_dir, None without samples), and warnings. Raises ProfileError when the samples cannot be had."""
     folded = started.sampler.finish(started.seconds + FINISH_MARGIN_S)
     att = attribute(folded)
-    if att.samples == 0:
-        raise ProfileError("profile: no CPU samples of the server in the measured window")
+    if att.samples == 0:  # still a profiled window (the sampler ran), but with no shares to report
+        return att.to_json(), None, ["profile: no CPU samples of the server in the measured window (an idle "
+                                     "server, or too few: xferd-go's pprof samples at 100 Hz)"]
     d = run_dir / PROFILES_DIR
     folded_path = d / f"{started.stem}.folded"
     folded_path.write_text(format_folded(folded))

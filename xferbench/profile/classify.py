@@ -132,6 +132,7 @@ class Attribution:
         return {b: (self.counts.get(b, 0) / n if n else 0.0) for b in BUCKETS}
 
     def to_json(self) -> dict[str, object]:
+        """All shares 0 when there are no samples: the only case where they do not sum to 1."""
         return {"samples": self.samples, "shares": {b: round(v, 6) for b, v in self.shares.items()}}
 
 

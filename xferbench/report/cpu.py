@@ -41,7 +41,7 @@ def amdahl_bound(share: float) -> float:
 def cells(s: Summary) -> list[CellCpu]:
     out = []
     for c in s.cells:
-        rows = [r for r in s.rows if r.cell == c.name and r.ok and r.cpu_profile]
+        rows = [r for r in s.rows if r.cell == c.name and r.ok and r.cpu_profile and r.cpu_profile.get("samples")]
         if not rows:
             continue
         shares = {b: statistics.fmean(float((r.cpu_profile or {})["shares"].get(b, 0.0)) for r in rows)
