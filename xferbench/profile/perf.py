@@ -81,6 +81,7 @@ class PerfSampler:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+        self.data_path.unlink(missing_ok=True)
 
     def _tail(self) -> str:
         try:
