@@ -172,6 +172,8 @@ def sweep(
                     break
     finally:
         progress.end_sweep()
+        if exp.profile:
+            _merge_profiles(run_dir, rows)
         if old is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, old)
@@ -180,6 +182,16 @@ def sweep(
         meta["rounds"] = max((r.repeat for r in rows), default=0)
         (run_dir / "experiment.json").write_text(json.dumps(meta, indent=2))
     return SweepResult(run_dir, rows, interrupted)
+
+
+def _merge_profiles(run_dir: Path, rows: list[RunRow]) -> None:
+    """Per cell, one flame graph of all its profiled runs' samples (profile.cell_graph)."""
+    runs: dict[str, list[str]] = {}
+    for r in rows:
+        if r.ok and r.flamegraph and (r.cpu_profile or {}).get("samples"):
+            runs.setdefault(slug(r.cell), []).append(str(Path(r.flamegraph).with_suffix(".folded")))
+    with contextlib.suppress(OSError, ValueError):  # the per-run graphs stand without it
+        profile.merge_cells(run_dir, runs)
 
 
 def _run_unit(

@@ -69,8 +69,9 @@ def test_xferd_c_glibc_small_echo_has_an_allocator_share(tmp_path: Path) -> None
     shares = [_check_profile(r, tmp_path / "run", min_samples=50) for r in rows]
     assert sum(s["allocator"] for s in shares) > 0, shares
     assert all(s["syscall+net"] > 0 for s in shares), shares  # an echo server's time is mostly its sockets
-    svg = (tmp_path / "run" / (rows[0].flamegraph or "")).read_text()
-    assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
+    for graph in (rows[0].flamegraph or "", "profiles/c_frame.svg"):  # a run's, and the cell's of both runs
+        svg = (tmp_path / "run" / graph).read_text()
+        assert svg.lstrip().startswith("<?xml") and "</svg>" in svg, graph
 
 
 @pytest.mark.timeout(300)

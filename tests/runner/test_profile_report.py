@@ -41,6 +41,7 @@ def test_report_shows_shares_amdahl_bound_and_flame_graphs(tmp_path: Path) -> No
     b_line = next(line for line in md.splitlines() if line.startswith("| `b` [1]"))
     assert "measured client_qps vs baseline: 1.50x" in b_line and "50.0%" in b_line
     assert "profiles/b.r1.svg" in md and "href='profiles/a.r5.svg'" in html
+    assert "[all runs](profiles/b.svg)" in md and "href='profiles/a.svg'>all runs<" in html  # the cell's own
     assert html.count("plotly.js v") == 1  # the stacked bars did not inline plotly.js a second time
     assert "barmode" in html or '"stack"' in html
     assert s.cells

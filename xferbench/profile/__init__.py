@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from xferbench.profile import flame, gopprof, perf
-from xferbench.profile.classify import BUCKETS, Attribution, attribute, format_folded
+from xferbench.profile.classify import BUCKETS, Attribution, attribute, format_folded, parse_folded
 from xferbench.profile.errors import ProfileError
 
-__all__ = ["BUCKETS", "Attribution", "ProfileError", "Sampler", "attribute", "check", "finish", "start"]
+__all__ = ["BUCKETS", "Attribution", "ProfileError", "Sampler", "attribute", "cell_graph", "check", "finish",
+           "merge_cells", "start"]
 
 PROFILES_DIR = "profiles"
 FINISH_MARGIN_S = 30.0  # past the window: perf's own ending, a busy machine
@@ -75,3 +76,27 @@ def finish(started: Started, run_dir: Path, title: str) -> tuple[dict[str, Any],
     perf_data = d / f"{started.stem}.perf.data"
     perf_data.unlink(missing_ok=True)  # large; the folded stacks keep what the report needs
     return att.to_json(), (f"{PROFILES_DIR}/{started.stem}.folded" if why else svg), [why] if why else []
+
+
+def cell_graph(cell_slug: str) -> str:
+    """Where a cell's flame graph of all its profiled runs goes, relative to the run folder."""
+    return f"{PROFILES_DIR}/{cell_slug}.svg"
+
+
+def merge_cells(run_dir: Path, runs: dict[str, list[str]]) -> list[str]:
+    """Per cell (slug → the folded files of its profiled runs), one flame graph of all its samples;
+    returns warnings for graphs that could not be drawn."""
+    notes = []
+    for cell_slug, files in runs.items():
+        merged: dict[str, int] = {}
+        for rel in files:
+            for stack, n in parse_folded((run_dir / rel).read_text()).items():
+                merged[stack] = merged.get(stack, 0) + n
+        if not merged:
+            continue
+        folded_path = run_dir / PROFILES_DIR / f"{cell_slug}.folded"
+        folded_path.write_text(format_folded(merged))
+        why = flame.render(folded_path, run_dir / cell_graph(cell_slug), f"{cell_slug}: all runs")
+        if why:
+            notes.append(f"{cell_slug}: {why}")
+    return notes

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
+from xferbench.experiment import slug
+from xferbench.profile import cell_graph
 from xferbench.profile.classify import BUCKETS
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, Summary
@@ -26,7 +28,7 @@ class CellCpu:
     runs: int
     samples: int
     shares: dict[str, float]  # mean over the cell's profiled runs
-    graphs: list[str] = field(default_factory=list)  # flame graphs (or folded stacks), relative to the run folder
+    graphs: list[str] = field(default_factory=list)  # the cell's flame graph, then each run's (or folded stacks)
 
     @property
     def allocator(self) -> float:
@@ -47,8 +49,19 @@ def cells(s: Summary) -> list[CellCpu]:
         shares = {b: statistics.fmean(float((r.cpu_profile or {})["shares"].get(b, 0.0)) for r in rows)
                   for b in BUCKETS}
         samples = sum(int((r.cpu_profile or {}).get("samples", 0)) for r in rows)
-        out.append(CellCpu(c, len(rows), samples, shares, [r.flamegraph for r in rows if r.flamegraph]))
+        graphs = [r.flamegraph for r in rows if r.flamegraph]
+        if any(g.endswith(".svg") for g in graphs):  # drawn, so the runner drew the cell's graph too
+            graphs.insert(0, cell_graph(slug(c.name)))
+        out.append(CellCpu(c, len(rows), samples, shares, graphs))
     return out
+
+
+def _label(i: int, cc: CellCpu) -> str:
+    """"all runs" for the cell's own graph, then "r1", "r2", ... for its runs' (when the cell's was drawn)."""
+    has_cell = bool(cc.graphs) and cc.graphs[0] == cell_graph(slug(cc.cell.name))
+    if has_cell:
+        return "all runs" if i == 0 else f"run {i}"
+    return f"run {i + 1}"
 
 
 def line(s: Summary, cc: CellCpu) -> str:
@@ -71,7 +84,7 @@ def markdown(s: Summary) -> list[str]:
            "|---|---:|" + "---:|" * len(BUCKETS) + "---|"]
     for cc in cs:
         shares = " | ".join(f"{cc.shares[b] * 100:.1f}%" for b in BUCKETS)
-        graphs = " ".join(f"[{i}]({g})" for i, g in enumerate(cc.graphs, 1))
+        graphs = " ".join(f"[{_label(i, cc)}]({g})" for i, g in enumerate(cc.graphs))
         out.append(f"| `{cc.cell.name}` {graphs} | {cc.samples} | {shares} | {line(s, cc)} |")
     return [*out, ""]
 
@@ -88,7 +101,7 @@ def html(s: Summary, include_plotlyjs: bool) -> str:
     fig.update_xaxes(tickangle=-30, tickfont={"size": 9})
     items = []
     for cc in cs:
-        links = " ".join(f"<a href='{h.escape(g)}'>flame graph {i}</a>" for i, g in enumerate(cc.graphs, 1))
+        links = "flame graphs: " + " ".join(f"<a href='{h.escape(g)}'>{_label(i, cc)}</a>" for i, g in enumerate(cc.graphs))
         items.append(f"<li><code>{h.escape(cc.cell.name)}</code> ({cc.samples} samples): "
                      f"{h.escape(line(s, cc))}. {links}</li>")
     plot: str = fig.to_html(full_html=False, include_plotlyjs=include_plotlyjs, config={"displaylogo": False})
