@@ -38,7 +38,7 @@ def test_report_shows_shares_amdahl_bound_and_flame_graphs(tmp_path: Path) -> No
         assert "Where the server's CPU goes" in text
         assert "allocator 25.0% of server CPU → at most 1.33x end to end from a faster allocator" in text
         assert "allocator 50.0% of server CPU → at most 2.00x end to end" in text
-    b_line = next(line for line in md.splitlines() if line.startswith("| `b` [1]"))
+    b_line = next(line for line in md.splitlines() if line.startswith("| `b` [all runs]"))
     assert "measured client_qps vs baseline: 1.50x" in b_line and "50.0%" in b_line
     assert "profiles/b.r1.svg" in md and "href='profiles/a.r5.svg'" in html
     assert "[all runs](profiles/b.svg)" in md and "href='profiles/a.svg'>all runs<" in html  # the cell's own
