@@ -21,6 +21,7 @@ build: setup build-go build-c
 build-go:
 	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
 	cd servers/go && go build -o ../../$(BIN)/xferload ./cmd/xferload
+	cd servers/go && go build -o ../../$(BIN)/pprof-fold ./cmd/pprof-fold  # Go CPU profiles → folded stacks (xferbench/profile)
 
 build-c:
 	$(MAKE) -C servers/c VERSION=$(VERSION)

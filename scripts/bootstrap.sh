@@ -13,12 +13,15 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   valgrind
   prometheus
+  linux-perf
 )
 GO_MIN_MINOR=25
 # Toxiproxy puts latency, bandwidth limits and cut connections between Locust/py_client and a server
 # (tests/fault, an experiment's [network] table). Built from source with the Go toolchain: the module proxy
 # is reachable where release downloads are not. Since v2.6 the command lives at cmd/server.
 TOXIPROXY_VERSION=v2.12.0
+# Flame graphs of profiled runs (xferbench/profile/flame.py): inferno, built with cargo from crates.io.
+INFERNO_VERSION=0.12.8
 
 say() { printf 'bootstrap: %s\n' "$*"; }
 
@@ -79,6 +82,19 @@ install_toxiproxy() {
   echo "$TOXIPROXY_VERSION" > "$stamp"
 }
 
+install_inferno() {
+  if command -v inferno-flamegraph >/dev/null || [ -x "$HOME/.cargo/bin/inferno-flamegraph" ] \
+     || [ -x build/bin/inferno-flamegraph ]; then
+    return 0
+  fi
+  if ! command -v cargo >/dev/null; then
+    say "cargo not found: profiled runs will keep folded stacks but draw no flame graph (install Rust, rerun)"
+    return 0
+  fi
+  say "building inferno $INFERNO_VERSION (flame graphs) into build/bin"
+  cargo install --quiet --locked --root build --version "$INFERNO_VERSION" inferno
+}
+
 setup_python() {
   local py=${PYTHON:-python3}
   if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -99,5 +115,6 @@ setup_python() {
 install_apt
 check_go
 install_toxiproxy
+install_inferno
 setup_python
 say "ready"

@@ -33,10 +33,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True)
     try:
-        exp = experiment.load_file(args.experiment).with_overrides(repeats=args.repeat, quick=args.quick)
+        exp = experiment.load_file(args.experiment).with_overrides(repeats=args.repeat, quick=args.quick,
+                                                                   profile=args.profile)
     except experiment.ExperimentError as e:
         err.print(f"[red]error:[/] {e}", highlight=False)
         return 2
+    if exp.profile:
+        from xferbench import profile
+
+        try:
+            profile.check({c.server for c in exp.cells})
+        except profile.ProfileError as e:
+            err.print(f"[red]error:[/] {e}", highlight=False)
+            return 2
     missing = sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
     for b in missing:
         err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
@@ -132,6 +141,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sa, sb = summary.load(a_dir), summary.load(b_dir)
     except RunDirError as e:
         Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
+        return 2
+    if summary.profiled(sa.rows) != summary.profiled(sb.rows):
+        which = a_dir if summary.profiled(sa.rows) else b_dir
+        Console(stderr=True).print(
+            f"[red]error:[/] {which} was profiled and the other run was not; profiling costs the server CPU, so "
+            "their figures are not compared — rerun both with or both without --profile", highlight=False)
         return 2
     ca = {c.name: c for c in sa.cells}
     cb = {c.name: c for c in sb.cells}
@@ -271,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --prometheus: write file_sd target files here for Prometheus to pick up",
     )
     r.add_argument("--quick", action="store_true", help="short durations (CI): 1 s warm-up, 3 s measured")
+    r.add_argument("--profile", action="store_true",
+                   help="sample the server's CPU in each measured window (as [experiment] profile = true)")
     r.add_argument(
         "--until-ci",
         type=_fraction,

@@ -39,9 +39,9 @@ from rich.table import Table
 from py_client import meta
 from py_client.frame_client import FrameClient
 from py_client.sizes import parse_size
-from xferbench import cpuclass
 from xferbench.experiment import ALLOCATORS, ROOT
 from xferbench.process import Server
+from xferbench.profile import classify
 
 DEFAULT_SCRIPT = "echo:400,meta:200,upload:8,download:8"
 ECHO_BYTES = 256
@@ -278,11 +278,14 @@ def _kind_cost(server: Server, step: Step, sizes: Sizes, repeats: int, out_dir: 
     per_op = [total / step.calls for total, _, _ in runs]
     med = statistics.median(per_op)
     _, calls, per_fn = runs[per_op.index(sorted(per_op)[len(per_op) // 2])]
-    counted_ir = sum(per_fn.values())
-    shares = cpuclass.shares_by_function(per_fn, counted_ir)
+    # Each function's own instructions, as one-frame stacks for the profiler's bucket table.
+    frames = {f"{fn} ({obj})" if obj else fn: ir for (fn, obj), ir in per_fn.items()}
+    counted_ir = sum(frames.values())
+    shares = classify.attribute(frames).shares
     by_fn: dict[str, int] = {}
-    for (fn, obj), ir in per_fn.items():
-        if cpuclass.classify_frame(fn, obj) == "allocator":
+    for frame, ir in frames.items():
+        if classify.frame_bucket(frame) == "allocator":
+            fn = classify.split_frame(frame)[0]
             by_fn[fn] = by_fn.get(fn, 0) + ir
     alloc_fns = sorted(((fn, ir / counted_ir) for fn, ir in by_fn.items()), key=lambda x: -x[1])
     return KindCost(step.kind, step.calls, calls, med, (max(per_op) - min(per_op)) / med, shares, alloc_fns[:5])

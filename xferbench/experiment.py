@@ -15,6 +15,8 @@ Schema (every key below is optional unless marked *required*)::
     aa = false                  # also run the baseline a second time per round as "<baseline> (A/A)": the
                                 # pair's verdicts show what the machine's noise alone produces
     alpha = 0.05                # family-wise rate of false verdicts in one report (Holm)
+    profile = false             # sample the server's CPU in each measured window and attribute it to
+                                # allocator, gc, copy, ... (xferbench/profile/; README "CPU attribution")
     duet = true                 # run each cell at the same time as the baseline, so the machine's noise hits
                                 # both alike (xferbench/matrix.py); the default when every cell has a fixed
                                 # offered load, there are two cells or more, and the CPUs can be pinned
@@ -467,6 +469,7 @@ class Experiment:
     duet: bool = False
     network: Network | None = None
     soak: Soak | None = None
+    profile: bool = False  # sample the server's CPU in every measured window (xferbench/profile/)
 
     @property
     def aa_cell(self) -> str | None:
@@ -478,9 +481,9 @@ class Experiment:
                 return c
         raise KeyError(name)
 
-    def with_overrides(self, repeats: int | None = None, quick: bool = False) -> Experiment:
-        """--repeat N and --quick (CI: 1 s warm-up, 3 s measured, a gentle spawn)."""
-        exp = self
+    def with_overrides(self, repeats: int | None = None, quick: bool = False, profile: bool = False) -> Experiment:
+        """--repeat N, --quick (CI: 1 s warm-up, 3 s measured, a gentle spawn) and --profile."""
+        exp = replace(self, profile=True) if profile else self
         if repeats is not None:
             exp = replace(exp, repeats=repeats)
         if quick:
@@ -531,7 +534,8 @@ def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str 
 def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     _unknown(data, ("experiment", "load", "pinning", "servers", "network", "soak"), "(top level)")
     meta = _table(data.get("experiment", {}), "experiment")
-    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet"), "experiment")
+    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet", "profile"),
+             "experiment")
     name = meta.get("name", default_name)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise ExperimentError(f"experiment.name = {name!r}: expected letters, digits, '.', '_' or '-'")
@@ -553,6 +557,9 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     alpha = meta.get("alpha", 0.05)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 0.5:
         raise ExperimentError(f"experiment.alpha = {alpha!r}: expected a number between 0 and 0.5 (0.05 = 5%)")
+    profile = meta.get("profile", False)
+    if not isinstance(profile, bool):
+        raise ExperimentError(f"experiment.profile = {profile!r}: expected true or false")
     duet = meta.get("duet")
     if duet is not None and not isinstance(duet, bool):
         raise ExperimentError(f"experiment.duet = {duet!r}: expected true or false")
@@ -579,6 +586,9 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
             f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
     soak = _soak(_table(data["soak"], "soak")) if "soak" in data else None
+    if profile and any(c.load.mode == "capacity" for c in cells):
+        raise ExperimentError('experiment.profile = true: a capacity search (load.mode = "capacity") is not '
+                              "profiled (its steps have no one measured window); drop one of them")
     if soak is not None and duet is None:
         duet = False  # a soak judges each run alone: a partner would only add load to the shared CPUs
     duet = _duet(duet, cells, aa, pinning)
@@ -587,7 +597,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
         cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
     return Experiment(
         name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells),
-        aa, float(alpha), duet, network, soak=soak,
+        aa, float(alpha), duet, network, soak=soak, profile=profile,
     )
 
 

@@ -86,10 +86,12 @@ class RunRow:
     alloc_resident_peak_bytes: float | None = None
     alloc_committed_bytes: float | None = None  # mimalloc exports this one only
     scrape_check: dict[str, Any] | None = None  # with PromQL: the same server figures from the built-in scraper
+    cpu_profile: dict[str, Any] | None = None  # with profiling: {"samples": N, "shares": {bucket: share}}
 
     # --- files beside runs.jsonl ----------------------------------------------------------------------
     timeseries: str | None = None  # timeseries/<stem>.csv
     soak_series: str | None = None  # timeseries/<stem>.soak.csv
+    flamegraph: str | None = None  # profiles/<stem>.svg (or .folded when no renderer is installed)
 
     # --- a soak (xferbench/soak.py) -------------------------------------------------------------------
     soak_from_s: float | None = None

@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from xferbench import capacity, figures, soak, stats
+from xferbench import capacity, figures, profile, soak, stats
 from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
@@ -172,6 +172,8 @@ def sweep(
                     break
     finally:
         progress.end_sweep()
+        if exp.profile:
+            _merge_profiles(run_dir, rows)
         if old is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, old)
@@ -180,6 +182,16 @@ def sweep(
         meta["rounds"] = max((r.repeat for r in rows), default=0)
         (run_dir / "experiment.json").write_text(json.dumps(meta, indent=2))
     return SweepResult(run_dir, rows, interrupted)
+
+
+def _merge_profiles(run_dir: Path, rows: list[RunRow]) -> None:
+    """Per cell, one flame graph of all its profiled runs' samples (profile.cell_graph)."""
+    runs: dict[str, list[str]] = {}
+    for r in rows:
+        if r.ok and r.flamegraph and (r.cpu_profile or {}).get("samples"):
+            runs.setdefault(slug(r.cell), []).append(str(Path(r.flamegraph).with_suffix(".folded")))
+    with contextlib.suppress(OSError, ValueError):  # the per-run graphs stand without it
+        profile.merge_cells(run_dir, runs)
 
 
 def _run_unit(
@@ -241,6 +253,7 @@ def _meta(exp: Experiment, source: MetricsSource) -> dict[str, Any]:
         "started_at": dt.datetime.now(dt.UTC).isoformat(),
         "machine": machine_info(),
         "network": exp.network.to_json() if exp.network else None,
+        "profile": exp.profile,
     }
 
 
@@ -461,6 +474,7 @@ class _Phase:
     t_warm: float = 0.0  # monotonic time of that tick
     cpu_self0: float | None = None  # the runner's and Locust's CPU seconds at that tick
     cpu_gen0: float | None = None
+    profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
 
 
 def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
@@ -481,9 +495,15 @@ def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -
                 live.barrier.wait(timeout=READY_TIMEOUT_S)
             except threading.BrokenBarrierError:
                 raise CellFailed("the duet partner failed before its load started", phase.locust.tail()) from None
-        _sample(live, phase)
-        return _phase_figures(live, phase, search_step)
+        _sample(live, phase, profiled=live.exp.profile and not search_step)
+        out = _phase_figures(live, phase, search_step)
+        if phase.profiler is not None:
+            out.update(_profile_figures(live, phase.profiler))
+            phase.profiler = None
+        return out
     finally:
+        if phase.profiler is not None:
+            phase.profiler.sampler.stop()
         if unwatch is not None:
             unwatch()  # a last scrape, then the target goes (Prometheus keeps the series); before the stop
         phase.locust.stop(grace_s=5.0)
@@ -508,9 +528,10 @@ def _start_locust(live: _Live, load: Load, stem: str) -> _Phase:
     return _Phase(locust, stem, total)
 
 
-def _sample(live: _Live, phase: _Phase) -> None:
+def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
     """One tick a second for warm-up + duration: both processes must live; Locust and the metrics sources
-    are scraped; at the end of the warm-up the runner's and Locust's CPU times are noted."""
+    are scraped; at the end of the warm-up the runner's and Locust's CPU times are noted, and with
+    `profiled` the server's CPU sampling starts for the measured window."""
     server, locust = live.running_server, phase.locust
     phase.t0 = time.time()
     m0 = time.monotonic()
@@ -540,6 +561,8 @@ def _sample(live: _Live, phase: _Phase) -> None:
             live.shadow.tick()
         if k == phase.warm_tick:
             phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(locust.proc.pid), time.monotonic()
+            if profiled:
+                phase.profiler = _start_profile(live, phase, ticks - k)
         if snap is not None:
             phase.client.append(snap)
             qps, p95 = figures.live(prev, snap)
@@ -577,6 +600,27 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
     if not out.get("client_qps") and not search_step:
         raise CellFailed("no request completed in the measured window", phase.locust.tail())
     return out
+
+
+def _start_profile(live: _Live, phase: _Phase, seconds: float) -> profile.Started:
+    """The server's CPU sampling from now (the warm-up's end) for the rest of the measured window."""
+    server = live.running_server
+    try:
+        return profile.start(live.run.cell.server, server.proc.pid, server.addr("metrics"), seconds,
+                             live.run_dir, phase.stem)
+    except profile.ProfileError as e:
+        raise CellFailed(str(e), []) from None
+
+
+def _profile_figures(live: _Live, started: profile.Started) -> dict[str, Any]:
+    """The window's CPU attribution and flame graph. A profiled run without its profile fails: a
+    comparison must never mix profiled windows with unprofiled ones."""
+    try:
+        shares, graph, notes = profile.finish(started, live.run_dir, f"{live.run.cell.name} r{live.run.repeat}")
+    except profile.ProfileError as e:
+        raise CellFailed(str(e), []) from None
+    live.row.warnings += notes
+    return {"cpu_profile": shares, "flamegraph": graph}
 
 
 def _per_second(now: float, then: float | None, elapsed_s: float) -> float | None:

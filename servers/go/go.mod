@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/google/pprof v0.0.0-20260903180319-d6c3cb2f37ec
 	github.com/prometheus/client_golang v1.24.1
 	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.84.0

@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import fmt, soak, tables
+from xferbench.report import cpu, fmt, soak, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -414,7 +414,9 @@ def render(s: Summary, run_dir: Path) -> str:
             for n, t, k in notes
         ]
         parts.append("</ul>")
-    first = True
+    profiled = cpu.html(s, include_plotlyjs=True)
+    parts.append(profiled)
+    first = not profiled
     for title, note, fig in (
         (
             "Across repeats",

@@ -167,7 +167,21 @@ def rank_metric(meta: dict[str, Any], rows: list[RunRow]) -> tuple[str, str]:
     return "client_qps", "closed loop, load generator below saturation"
 
 
+def profiled(rows: list[RunRow], where: str = "") -> bool:
+    """Whether the completed runs were profiled; raises RunDirError when some were and some were not:
+    sampling costs the server CPU (BENCHMARKS.md), so their figures must never be compared."""
+    ok = [r for r in rows if r.ok]
+    with_p = [r for r in ok if r.cpu_profile is not None]
+    if with_p and len(with_p) < len(ok):
+        without = sorted({r.cell for r in ok if r.cpu_profile is None})
+        raise RunDirError(f"{where or 'these runs'}: {len(with_p)} of {len(ok)} completed runs were profiled and "
+                          f"the others not (e.g. {', '.join(without[:3])}); profiling costs the server CPU, so "
+                          "profiled and unprofiled windows are not compared — rerun them alike")
+    return bool(with_p)
+
+
 def summarize(meta: dict[str, Any], rows: list[RunRow]) -> Summary:
+    profiled(rows, str(meta.get("experiment") or ""))
     cells = _cells(meta, rows)
     order = list(cells)
     baseline = meta.get("baseline") or (order[0] if order else "")

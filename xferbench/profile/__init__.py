@@ -1,0 +1,102 @@
+"""CPU attribution of the server per run (`[experiment] profile = true`, `xferbench run --profile`).
+
+During a run's measured window the server is sampled — xferd-c by perf (perf.py), xferd-go by its own
+pprof endpoint (gopprof.py) — every sample is put in one bucket by its stack (classify.py, one table of
+rules), and the run's row gets `cpu_profile` = {"samples": N, "shares": {bucket: share}}; the folded
+stacks and a flame graph (flame.py) go to the run folder's profiles/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from xferbench.profile import flame, gopprof, perf
+from xferbench.profile.classify import BUCKETS, Attribution, attribute, format_folded, parse_folded
+from xferbench.profile.errors import ProfileError
+
+__all__ = ["BUCKETS", "Attribution", "ProfileError", "Sampler", "attribute", "cell_graph", "check", "finish",
+           "merge_cells", "start"]
+
+PROFILES_DIR = "profiles"
+FINISH_MARGIN_S = 30.0  # past the window: perf's own ending, a busy machine
+
+
+class Sampler(Protocol):
+    def finish(self, timeout_s: float) -> dict[str, int]: ...
+    def stop(self) -> None: ...
+
+
+@dataclass
+class Started:
+    sampler: Sampler
+    stem: str
+    seconds: float
+
+
+def check(servers: set[str]) -> None:
+    """Before a sweep: can every server of the experiment be profiled here? Raises ProfileError."""
+    if "xferd-c" in servers:
+        perf.check()
+    if "xferd-go" in servers:
+        gopprof.check()
+
+
+def start(server: str, pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Started:
+    """Starts sampling `server` for `seconds` from now."""
+    d = run_dir / PROFILES_DIR
+    d.mkdir(exist_ok=True)
+    sampler: Sampler
+    if server == "xferd-c":
+        sampler = PerfSampler(pid, seconds, d / f"{stem}.perf.data", run_dir / "logs" / f"{stem}.perf.log")
+    elif server == "xferd-go":
+        sampler = gopprof.PprofSampler(metrics_addr, seconds, d / f"{stem}.pprof")
+    else:
+        raise ProfileError(f"profile: no profiler for server {server!r}")
+    return Started(sampler, stem, seconds)
+
+
+PerfSampler = perf.PerfSampler
+
+
+def finish(started: Started, run_dir: Path, title: str) -> tuple[dict[str, Any], str | None, list[str]]:
+    """Waits for the window's samples; returns the row's cpu_profile, the flame graph's path (relative to
+    run_dir, None without samples), and warnings. Raises ProfileError when the samples cannot be had."""
+    folded = started.sampler.finish(started.seconds + FINISH_MARGIN_S)
+    att = attribute(folded)
+    if att.samples == 0:  # still a profiled window (the sampler ran), but with no shares to report
+        return att.to_json(), None, ["profile: no CPU samples of the server in the measured window (an idle "
+                                     "server, or too few: xferd-go's pprof samples at 100 Hz)"]
+    d = run_dir / PROFILES_DIR
+    folded_path = d / f"{started.stem}.folded"
+    folded_path.write_text(format_folded(folded))
+    svg = f"{PROFILES_DIR}/{started.stem}.svg"
+    why = flame.render(folded_path, run_dir / svg, title)
+    perf_data = d / f"{started.stem}.perf.data"
+    perf_data.unlink(missing_ok=True)  # large; the folded stacks keep what the report needs
+    return att.to_json(), (f"{PROFILES_DIR}/{started.stem}.folded" if why else svg), [why] if why else []
+
+
+def cell_graph(cell_slug: str) -> str:
+    """Where a cell's flame graph of all its profiled runs goes, relative to the run folder."""
+    return f"{PROFILES_DIR}/{cell_slug}.svg"
+
+
+def merge_cells(run_dir: Path, runs: dict[str, list[str]]) -> list[str]:
+    """Per cell (slug → the folded files of its profiled runs), one flame graph of all its samples;
+    returns warnings for graphs that could not be drawn."""
+    notes = []
+    for cell_slug, files in runs.items():
+        merged: dict[str, int] = {}
+        for rel in files:
+            for stack, n in parse_folded((run_dir / rel).read_text()).items():
+                merged[stack] = merged.get(stack, 0) + n
+        if not merged:
+            continue
+        folded_path = run_dir / PROFILES_DIR / f"{cell_slug}.folded"
+        folded_path.write_text(format_folded(merged))
+        why = flame.render(folded_path, run_dir / cell_graph(cell_slug), f"{cell_slug}: all runs")
+        if why:
+            notes.append(f"{cell_slug}: {why}")
+    return notes

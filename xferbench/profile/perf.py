@@ -1,0 +1,113 @@
+"""xferd-c's CPU samples: `perf record -e cpu-clock -g` on the server's PID for the measured window, then
+`perf script` read into folded stacks, each frame "symbol (shared object)".
+
+Software clock sampling works in containers where hardware counters do not (`perf stat -e instructions`
+fails here). The stacks follow frame pointers; xferd-c and libc are built without them, so frames above
+the leaf can be missing or wrong — the leaf (the sampled instruction) is always right, and the classifier
+decides by the innermost frame that matches, so a sample inside malloc or memcpy is attributed correctly
+whatever its callers look like.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from xferbench.profile.errors import ProfileError
+
+FREQ_HZ = 999  # not 1000: off the timer tick, so sampling does not lock step with periodic work
+PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+SCRIPT_TIMEOUT_S = 120.0
+_FRAME_RE = re.compile(r"^\s+[0-9a-f]+\s+(?P<sym>.*?)(?:\+0x[0-9a-f]+)?\s+\((?P<obj>.*)\)$")
+
+
+def check() -> str:
+    """The event to record, after checking perf is installed and allowed here; raises ProfileError saying
+    what to do otherwise."""
+    if shutil.which("perf") is None:
+        raise ProfileError("profile: perf is not installed (Debian: apt-get install linux-perf; "
+                           "scripts/bootstrap.sh installs it)")
+    try:
+        paranoid = int(PARANOID.read_text().strip())
+    except (OSError, ValueError):
+        paranoid = 2
+    if os.geteuid() == 0:
+        return "cpu-clock"
+    if paranoid > 2:
+        raise ProfileError(f"profile: {PARANOID} is {paranoid}: perf may not sample other processes as a "
+                           "non-root user; run as root or `sysctl kernel.perf_event_paranoid=2`")
+    return "cpu-clock" if paranoid < 2 else "cpu-clock:u"  # at 2, user space only
+
+
+class PerfSampler:
+    """`perf record` on one process for `seconds`, started at once; `finish()` returns its folded stacks."""
+
+    def __init__(self, pid: int, seconds: float, data_path: Path, log_path: Path) -> None:
+        event = check()
+        self.data_path, self.log_path, self.seconds = data_path, log_path, seconds
+        argv = ["perf", "record", "-e", event, "-F", str(FREQ_HZ), "-g", "-p", str(pid), "-o", str(data_path),
+                "--", "sleep", f"{seconds:.3f}"]
+        self._log = open(log_path, "wb")  # closed in finish() or stop()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def finish(self, timeout_s: float) -> dict[str, int]:
+        try:
+            rc = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise ProfileError(f"profile: perf record did not end within {timeout_s:.0f}s of its window") from None
+        finally:
+            self._log.close()
+        if rc != 0 or not self.data_path.exists():
+            raise ProfileError(f"profile: perf record exited with status {rc}: {self._tail()}")
+        try:
+            out = subprocess.run(["perf", "script", "-i", str(self.data_path), "-F", "ip,sym,dso"],
+                                 capture_output=True, timeout=SCRIPT_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise ProfileError(f"profile: perf script took over {SCRIPT_TIMEOUT_S:.0f}s") from None
+        if out.returncode != 0:
+            raise ProfileError(f"profile: perf script exited with status {out.returncode}: "
+                               f"{out.stderr.decode(errors='replace').strip()[-300:]}")
+        return fold(out.stdout.decode(errors="replace").splitlines())
+
+    def stop(self) -> None:
+        """Ends a recording whose run failed (the window will not be read)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+        self.data_path.unlink(missing_ok=True)
+
+    def _tail(self) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-3:])
+        except OSError:
+            return "(no output)"
+
+
+def fold(lines: Iterable[str]) -> dict[str, int]:
+    """`perf script -F ip,sym,dso` output (per sample: its frames leaf first, one per line, then a blank
+    line) → folded stacks, outermost frame first."""
+    out: dict[str, int] = {}
+    frames: list[str] = []
+
+    def flush() -> None:
+        if frames:
+            key = ";".join(reversed(frames))
+            out[key] = out.get(key, 0) + 1
+            frames.clear()
+
+    for line in lines:
+        m = _FRAME_RE.match(line)
+        if m is None:
+            flush()  # a blank line (or a sample header) ends a stack
+            continue
+        obj = os.path.basename(m.group("obj")) or "?"
+        frames.append(f"{m.group('sym').replace(';', ':')} ({obj})")
+    flush()
+    return out
