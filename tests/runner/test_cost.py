@@ -16,11 +16,12 @@ import pytest
 
 from tests.runner.conftest import ROOT
 
-# The hand-off between xferd-c's I/O thread and its worker races with the client's next request (the worker
-# sleeps on its condition variable before it or not), so a few percent of calls take the other branch; the
-# median of replays keeps two runs within this of each other.
-REPEATABLE_WITHIN = 0.01
-SCRIPT = "echo:600,download:8"
+# How closely two runs agree, per kind. The hand-off between xferd-c's I/O thread and its worker races with
+# the client's next request (the worker sleeps on its condition variable before it or not), so some calls
+# take the other branch: ~80 instructions, a few percent of an Echo's ~3,700 but nothing beside a Meta's or a
+# download's. Measured on a loaded machine: Echo up to 2.3% apart, Meta 0.03%, download under 1%.
+REPEATABLE_WITHIN = {"meta": 0.01, "download": 0.01, "echo": 0.05}
+SCRIPT = "echo:600,meta:100,download:8"
 
 
 def cost(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -46,18 +47,21 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
 
 def test_two_runs_of_one_script_agree(two_runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
     a, b = two_runs
-    for kind in ("echo", "download"):
+    for kind, within in REPEATABLE_WITHIN.items():
         x, y = a["glibc"][kind]["instructions_per_operation"], b["glibc"][kind]["instructions_per_operation"]
         assert x > 0 and y > 0
-        assert abs(x - y) / min(x, y) <= REPEATABLE_WITHIN, (kind, x, y)
+        assert abs(x - y) / min(x, y) <= within, (kind, x, y)
 
 
 def test_glibc_malloc_is_seen_as_allocator_work(two_runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    echo = two_runs[0]["glibc"]["echo"]
     assert two_runs[0]["glibc"]["_detected"] == "glibc"
-    assert 0 < echo["buckets"]["allocator"] < 1
-    assert abs(sum(echo["buckets"].values()) - 1) < 0.01
-    assert {"malloc", "_int_malloc", "_int_free"} & {fn for fn, _ in echo["top_allocator_functions"]}
+    for kind in ("echo", "meta"):
+        k = two_runs[0]["glibc"][kind]
+        assert 0 < k["buckets"]["allocator"] < 1
+        assert abs(sum(k["buckets"].values()) - 1) < 0.01
+        assert {"malloc", "_int_malloc", "_int_free"} & {fn for fn, _ in k["top_allocator_functions"]}
+    # Meta unpacks and packs 64 strings per call: more of its work is the allocator's than an Echo's.
+    assert two_runs[0]["glibc"]["meta"]["buckets"]["allocator"] > two_runs[0]["glibc"]["echo"]["buckets"]["allocator"]
 
 
 def test_the_pool_functions_are_the_pool_runs_allocator(two_runs: tuple[dict[str, Any], dict[str, Any]]) -> None:
