@@ -1,0 +1,123 @@
+"""One asyncio event loop per Locust process, on its own OS thread, where the gRPC users' calls run (grpc.aio).
+
+Why: under gevent, grpcio's blocking calls run on gevent's thread pool, one hand-off to a thread and back per
+call (BENCHMARKS.md "Locust users vs ghz"). Here the users (greenlets) hand coroutines to one loop, which keeps
+many calls in flight on grpc.aio; results come back in batches through one gevent async watcher (the hub's
+thread-safe way in), and only the user greenlets touch Locust's events and statistics.
+
+Locust monkey-patches `threading`, so a `threading.Thread` is a greenlet of the thread that starts it; grpc.aio
+starts its completion-queue poller with `threading.Thread`, which would then block the loop's own thread. The
+loop's thread and grpc's poller are therefore made from a private copy of the threading module bound to the
+original `_thread` functions.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import collections
+import importlib.util
+import sys
+import threading
+import types
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import gevent
+import gevent.event
+from gevent import monkey
+
+START_TIMEOUT = 10.0  # seconds for the loop thread to come up
+
+Done = Callable[[Any, BaseException | None], None]
+
+
+def os_threading() -> types.ModuleType:
+    """A copy of the threading module whose threads are OS threads whatever gevent patched."""
+    fake = types.ModuleType("_thread")
+    fake.__dict__.update(_thread.__dict__)
+    fake.__dict__.update(getattr(monkey, "saved", {}).get("_thread", {}))  # the originals gevent replaced, if it did
+    spec = importlib.util.spec_from_file_location("_xfer_os_threading", threading.__file__)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load a copy of {threading.__file__}")
+    module = importlib.util.module_from_spec(spec)
+    saved = sys.modules["_thread"]
+    sys.modules["_thread"] = fake
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules["_thread"] = saved
+    return module
+
+
+class LoopThread:
+    """The loop's thread. submit() runs a coroutine there; its outcome comes back to `done` in gevent's hub."""
+
+    def __init__(self) -> None:
+        self.threading = os_threading()
+        self._landed: collections.deque[tuple[Done, Any, BaseException | None]] = collections.deque()
+        self._watcher = gevent.get_hub().loop.async_()
+        self._watcher.start(self._deliver)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        ready = self.threading.Event()
+        self.threading.Thread(target=self._run, args=(ready,), name="xfer-grpc-aio", daemon=True).start()
+        if not ready.wait(START_TIMEOUT):  # an OS-thread event: blocks the hub, once, for at most this long
+            raise RuntimeError(f"the gRPC event-loop thread did not start within {START_TIMEOUT:g} s")
+
+    def _run(self, ready: Any) -> None:
+        # gevent's selector would need a gevent hub on this thread: use the original one.
+        selector = monkey.get_original("selectors", "DefaultSelector")()
+        loop = asyncio.SelectorEventLoop(selector)
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        # grpc.aio starts its poller thread (once per process, with its first channel) with this module's threading
+        setattr(importlib.import_module("grpc._cython.cygrpc"), "threading", self.threading)  # noqa: B010
+        ready.set()
+        loop.run_forever()
+
+    def submit(self, make: Callable[[], Coroutine[Any, Any, Any]], done: Done) -> None:
+        """Runs make() on the loop; done(result, None) or done(None, error) follows in the hub."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._start, make, done)
+
+    def _start(self, make: Callable[[], Coroutine[Any, Any, Any]], done: Done) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(make())
+        task.add_done_callback(lambda t: self._land(t, done))
+
+    def _land(self, task: asyncio.Task[Any], done: Done) -> None:
+        if task.cancelled():
+            self._landed.append((done, None, asyncio.CancelledError()))
+        else:
+            err = task.exception()
+            self._landed.append((done, None if err else task.result(), err))
+        self._watcher.send()  # many landings between two hub turns are delivered in one
+
+    def _deliver(self) -> None:
+        while self._landed:
+            done, value, err = self._landed.popleft()
+            done(value, err)
+
+    def call(self, make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Any:
+        """Runs make() on the loop and waits (this greenlet only) for its result; raises its error."""
+        result: gevent.event.AsyncResult[Any] = gevent.event.AsyncResult()
+
+        def done(value: Any, err: BaseException | None) -> None:
+            if err is None:
+                result.set(value)
+            else:
+                result.set_exception(err)
+
+        self.submit(make, done)
+        return result.get(timeout=timeout)
+
+
+_loop_thread: LoopThread | None = None
+
+
+def loop_thread() -> LoopThread:
+    """This process's loop thread, started on first use (from a greenlet of the main thread)."""
+    global _loop_thread
+    if _loop_thread is None:
+        _loop_thread = LoopThread()
+    return _loop_thread
