@@ -8,7 +8,9 @@ thread-safe way in), and only the user greenlets touch Locust's events and stati
 Locust monkey-patches `threading`, so a `threading.Thread` is a greenlet of the thread that starts it; grpc.aio
 starts its completion-queue poller with `threading.Thread`, which would then block the loop's own thread. The
 loop's thread and grpc's poller are therefore made from a private copy of the threading module bound to the
-original `_thread` functions.
+original `_thread` functions. Two more rules keep that thread clear of gevent: its log records are handed to
+the hub before any handler takes its (gevent) lock, and one idle grpc.aio channel stays open for the process's
+life, so grpc.aio never shuts down and restarts its poller under a loop still running.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import _thread
 import asyncio
 import collections
 import importlib.util
+import logging
 import sys
 import threading
 import types
@@ -56,6 +59,8 @@ class LoopThread:
     def __init__(self) -> None:
         self.threading = os_threading()
         self._landed: collections.deque[tuple[Done, Any, BaseException | None]] = collections.deque()
+        self._records: collections.deque[tuple[logging.Handler, logging.LogRecord]] = collections.deque()
+        self._ident = -1
         self._watcher = gevent.get_hub().loop.async_()
         self._watcher.start(self._deliver)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -63,6 +68,32 @@ class LoopThread:
         self.threading.Thread(target=self._run, args=(ready,), name="xfer-grpc-aio", daemon=True).start()
         if not ready.wait(START_TIMEOUT):  # an OS-thread event: blocks the hub, once, for at most this long
             raise RuntimeError(f"the gRPC event-loop thread did not start within {START_TIMEOUT:g} s")
+        self._guard_handlers()
+        self.call(self._keep_grpc_aio, START_TIMEOUT)
+
+    @staticmethod
+    async def _keep_grpc_aio() -> None:
+        import grpc.aio
+
+        # Never used, never connected (channels connect on their first call); it only keeps grpc.aio up.
+        _keep.append(grpc.aio.insecure_channel("127.0.0.1:9"))
+
+    def _guard_handlers(self) -> None:
+        """Every handler (Locust sets them up before any user starts) hands this thread's records to the hub."""
+        loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                          if isinstance(lg, logging.Logger))]
+        for handler in {h for lg in loggers for h in lg.handlers}:
+            handler.addFilter(self._hand_over(handler))
+
+    def _hand_over(self, handler: logging.Handler) -> Callable[[logging.LogRecord], bool]:
+        def keep_here(record: logging.LogRecord) -> bool:
+            if self.threading.get_ident() != self._ident:
+                return True
+            self._records.append((handler, record))
+            self._watcher.send()
+            return False
+
+        return keep_here
 
     def _run(self, ready: Any) -> None:
         # gevent's selector would need a gevent hub on this thread: use the original one.
@@ -70,6 +101,7 @@ class LoopThread:
         loop = asyncio.SelectorEventLoop(selector)
         asyncio.set_event_loop(loop)
         self._loop = loop
+        self._ident = self.threading.get_ident()
         # grpc.aio starts its poller thread (once per process, with its first channel) with this module's threading
         setattr(importlib.import_module("grpc._cython.cygrpc"), "threading", self.threading)  # noqa: B010
         ready.set()
@@ -94,6 +126,9 @@ class LoopThread:
         self._watcher.send()  # many landings between two hub turns are delivered in one
 
     def _deliver(self) -> None:
+        while self._records:
+            handler, record = self._records.popleft()
+            handler.handle(record)
         while self._landed:
             done, value, err = self._landed.popleft()
             done(value, err)
@@ -113,6 +148,7 @@ class LoopThread:
 
 
 _loop_thread: LoopThread | None = None
+_keep: list[Any] = []
 
 
 def loop_thread() -> LoopThread:
