@@ -59,6 +59,8 @@ class LoopThread:
     def __init__(self) -> None:
         self.threading = os_threading()
         self._landed: collections.deque[tuple[Done, Any, BaseException | None]] = collections.deque()
+        self._outbox: collections.deque[tuple[Callable[[], Coroutine[Any, Any, Any]], Done]] = collections.deque()
+        self._kicked = False  # a wake-up of the loop for the outbox is on its way
         self._records: collections.deque[tuple[logging.Handler, logging.LogRecord]] = collections.deque()
         self._ident = -1
         self._watcher = gevent.get_hub().loop.async_()
@@ -110,12 +112,18 @@ class LoopThread:
     def submit(self, make: Callable[[], Coroutine[Any, Any, Any]], done: Done) -> None:
         """Runs make() on the loop; done(result, None) or done(None, error) follows in the hub."""
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._start, make, done)
+        self._outbox.append((make, done))
+        if not self._kicked:  # one wake-up (a write to the loop's self-pipe) per batch, not per call
+            self._kicked = True
+            self._loop.call_soon_threadsafe(self._start_all)
 
-    def _start(self, make: Callable[[], Coroutine[Any, Any, Any]], done: Done) -> None:
+    def _start_all(self) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(make())
-        task.add_done_callback(lambda t: self._land(t, done))
+        self._kicked = False  # first: a call submitted from now on kicks again, or is started below
+        while self._outbox:
+            make, done = self._outbox.popleft()
+            task = self._loop.create_task(make())
+            task.add_done_callback(lambda t, done=done: self._land(t, done))  # type: ignore[misc]
 
     def _land(self, task: asyncio.Task[Any], done: Done) -> None:
         if task.cancelled():
