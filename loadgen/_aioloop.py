@@ -71,7 +71,8 @@ class LoopThread:
         if not ready.wait(START_TIMEOUT):  # an OS-thread event: blocks the hub, once, for at most this long
             raise RuntimeError(f"the gRPC event-loop thread did not start within {START_TIMEOUT:g} s")
         self._guard_handlers()
-        self.call(self._keep_grpc_aio, START_TIMEOUT)
+        # Not waited for: nothing here may yield to other greenlets, or a second user could start a second loop.
+        self.submit(self._keep_grpc_aio, lambda _value, _err: None)
 
     @staticmethod
     async def _keep_grpc_aio() -> None:
@@ -160,7 +161,8 @@ _keep: list[Any] = []
 
 
 def loop_thread() -> LoopThread:
-    """This process's loop thread, started on first use (from a greenlet of the main thread)."""
+    """This process's loop thread, started on first use (from a greenlet of the main thread; LoopThread() does
+    not yield to other greenlets, so there is only ever one)."""
     global _loop_thread
     if _loop_thread is None:
         _loop_thread = LoopThread()

@@ -107,7 +107,8 @@ class XferUser(User):
             while self.in_flight and time.monotonic() < deadline:  # every call the server saw is reported
                 self._report_landed(deadline - time.monotonic())
             aio, self.aio = self.aio, None
-            self.loop.call(aio.close, DRAIN_GRACE)
+            # Closed on the loop without waiting: a stopping worker sends its last report sooner.
+            self.loop.submit(aio.close, lambda _value, _err: None)
         if self.client is not None:
             self.client.close()
             self.client = None
