@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.loadgen.support import Sample, parse_prom, run_locust, settled_metrics, total
+from tests.loadgen.support import ROOT, Sample, parse_prom, run_locust, settled_metrics, total
 from tests.support.servers import RunningServer, running_server
 
 RUN_S = 4
@@ -95,3 +97,28 @@ def test_streams_in_flight_verified(go_server: RunningServer, tmp_path: Path) ->
         assert total(client, "xfer_client_verifications_total", method=method, result="mismatch") == 0
         chunks = total(client, "xfer_client_requests_total", method=f"{method}Chunk")
         assert chunks >= float(stats[method]["num_requests"])  # type: ignore[arg-type]
+
+
+ONE_LOOP = """
+import locust  # gevent's monkey-patching, as in every Locust process
+import asyncio, threading
+import gevent
+from loadgen import _aioloop
+
+async def where():
+    await asyncio.sleep(0)
+    return _aioloop.loop_thread().threading.get_ident()
+
+starts = [gevent.spawn(_aioloop.loop_thread) for _ in range(20)]  # users starting together
+gevent.joinall(starts, timeout=30, raise_error=True)
+loops = {id(g.value) for g in starts}
+ran_on = _aioloop.loop_thread().call(where, 10)
+print(len(loops), ran_on != _aioloop.loop_thread().threading.get_ident())
+"""
+
+
+def test_one_loop_thread_per_process() -> None:
+    """Users starting at the same moment share one loop, and a coroutine runs on the loop's own OS thread."""
+    r = subprocess.run([sys.executable, "-c", ONE_LOOP], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["1", "True"], r.stdout + r.stderr[-2000:]
