@@ -7,8 +7,9 @@ servers' decoding, map building, sorting and encoding, not the client's drawing.
 
 from __future__ import annotations
 
-from loadgen._users import XferUser
+from loadgen._users import Begun, XferUser
 from py_client import XferError, meta
+from xfer.v1 import file_transfer_pb2 as pb
 
 
 class MetaUser(XferUser):
@@ -36,3 +37,18 @@ class MetaUser(XferUser):
             raise
         self.xfer.recorder.verify("Meta", True)
         return self.entry_bytes
+
+    def begin(self) -> Begun:
+        request, entries, recorder = self.entries.request, self.entries, self.xfer.recorder
+
+        def finish(resp: pb.MetaResponse) -> int:
+            if self.xfer.config.verify:
+                try:
+                    meta.check_response(entries, resp)
+                except XferError:
+                    recorder.verify("Meta", False)
+                    raise
+                recorder.verify("Meta", True)
+            return self.entry_bytes
+
+        return (lambda aio: aio.meta(request)), finish

@@ -168,6 +168,26 @@ def parse_meta_size(text: str) -> tuple[int, int]:
     return pair
 
 
+def parse_grpc_inflight(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1024:
+        raise ValueError(f"--xfer-grpc-inflight {text!r}: want a whole number of calls in flight per user, 1..1024")
+    return n
+
+
+GRPC_ENGINES = ("aio", "gevent")
+
+
+def parse_grpc_engine(text: str) -> str:
+    if text not in GRPC_ENGINES:
+        raise ValueError(f"--xfer-grpc-engine {text!r}: want aio (grpc.aio on one event-loop thread) or gevent "
+                         "(blocking calls on gevent's thread pool, one call per user)")
+    return text
+
+
 def parse_verify(text: str) -> bool:
     t = text.strip().lower()
     if t in ("on", "true", "yes", "1"):
@@ -305,6 +325,12 @@ OPTIONS: tuple[XferOption, ...] = (
     XferOption("chunk", "1MiB", parse_chunk, "Chunk size of uploads and downloads, at most 4MiB"),
     XferOption("inflight", "8", parse_inflight,
                "Calls in flight per frame connection (pipelining depth), 1..1024; gRPC multiplexes by itself"),
+    XferOption("grpc_inflight", "4", parse_grpc_inflight,
+               "gRPC calls (whole operations) in flight per user with --xfer-grpc-engine aio, 1..1024; each is "
+               "still one Locust request timed from its own start to its end"),
+    XferOption("grpc_engine", "aio", parse_grpc_engine,
+               "How gRPC users call: aio = grpc.aio on one event-loop thread per Locust process (fast); "
+               "gevent = grpcio's blocking calls on gevent's thread pool (the former path)"),
     XferOption("verify", "on", parse_verify, "on|off: check every CRC-32 and echo payload", switch=True),
     XferOption("profile", "steady", parse_profile,
                "Load profile: steady (plain -u/-r/-t), ramp, step, spike, soak (scaled to -u and -t)"),
@@ -357,6 +383,8 @@ class Config:
     sizes: SizeSpec
     chunk: int
     inflight: int
+    grpc_inflight: int
+    grpc_engine: str
     verify: bool
     profile: str
     mix: dict[str, float]

@@ -3,18 +3,27 @@
 A whole operation (one Upload, Download or Echo) is reported to Locust's statistics and to the client
 histograms; the chunk calls inside a transfer (UploadChunk, DownloadChunk) go to the client histograms
 only, so Locust's table and its Aggregated row count whole operations, each once.
+
+gRPC users (--xfer-grpc-engine aio, the default) run their calls on the process's grpc.aio event-loop thread
+(loadgen._aioloop), up to --xfer-grpc-inflight operations in flight per user; each operation is timed on the
+loop from its own start to its own end and reported here, by the user's greenlet, as one Locust request.
 """
 
 from __future__ import annotations
 
+import collections
 import random
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import gevent
+import gevent.event
 import grpc.experimental.gevent as grpc_gevent
 from locust import User, constant, task
 
+from loadgen._aioloop import LoopThread, loop_thread
+from loadgen._grpc_aio import AioClient, Outcome
 from loadgen._process import XferProcess, current
 from py_client import XferError, connect, parse_target
 from py_client.results import TransferResult
@@ -22,6 +31,11 @@ from py_client.results import TransferResult
 grpc_gevent.init_gevent()  # before any channel exists: grpcio's completion queue polled by gevent
 
 BACKOFF_CODES = ("unavailable", "deadline_exceeded")
+DRAIN_GRACE = 5.0  # seconds past --xfer-timeout that a stopping user waits for its calls in flight
+
+# An operation on the loop: the coroutine that makes it, and what turns its value into bytes moved (the checks,
+# run back in the user's greenlet; raises XferError).
+Begun = tuple[Callable[[AioClient], Coroutine[Any, Any, Any]], Callable[[Any], int]]
 
 
 class _Sink:
@@ -65,13 +79,36 @@ class XferUser(User):
         self.client: Any = None
         self.transport = ""
         self.next_start: float | None = None
+        self.loop: LoopThread | None = None  # set when this user's calls run on the aio loop
+        self.aio: AioClient | None = None
+        self.in_flight = 0
+        self.landed: collections.deque[tuple[Outcome | None, BaseException | None, Callable[[Any], int]]] = (
+            collections.deque())
+        self.wake = gevent.event.Event()
 
     def on_start(self) -> None:
         self.transport = check_host(self.environment.host)
         cfg = self.xfer.config
+        self.xfer.payload()  # the content buffer, made once before any call is timed
+        if self.transport == "grpc" and cfg.grpc_engine == "aio":
+            self.loop = loop_thread()
+            address = parse_target(self.environment.host).address
+            self.aio = self.loop.call(lambda: self._make_client(address, cfg.timeout), cfg.timeout)
+            return
         self.client = connect(self.environment.host, inflight=cfg.inflight, timeout=cfg.timeout)
 
+    @staticmethod
+    async def _make_client(address: str, timeout: float) -> AioClient:
+        return AioClient(address, timeout)  # a grpc.aio channel is made on the loop that will use it
+
     def on_stop(self) -> None:
+        if self.loop is not None and self.aio is not None:
+            deadline = time.monotonic() + self.xfer.config.timeout + DRAIN_GRACE
+            while self.in_flight and time.monotonic() < deadline:  # every call the server saw is reported
+                self._report_landed(deadline - time.monotonic())
+            aio, self.aio = self.aio, None
+            # Closed on the loop without waiting: a stopping worker sends its last report sooner.
+            self.loop.submit(aio.close, lambda _value, _err: None)
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -94,9 +131,10 @@ class XferUser(User):
             gevent.sleep(self.next_start - now)
         return self.next_start
 
-    def _operation(self, start: float, length: int, error: XferError | None = None) -> None:
-        """One whole operation: to Locust's statistics and to the client histograms."""
-        seconds = time.perf_counter() - start
+    def _operation(self, start: float, length: int, error: XferError | None = None,
+                   end: float | None = None) -> None:
+        """One whole operation (start..end, end default now): to Locust's statistics and the client histograms."""
+        seconds = (time.perf_counter() if end is None else end) - start
         self.xfer.recorder.observe(self.transport, self.method, seconds, error.code if error else "ok")
         self.environment.events.request.fire(
             request_type=self.transport, name=self.method, response_time=seconds * 1000.0, response_length=length,
@@ -110,6 +148,9 @@ class XferUser(User):
 
     @task
     def call(self) -> None:
+        if self.loop is not None:
+            self._call_aio()
+            return
         start = self._start_time()
         try:
             length = self.run_once()
@@ -126,6 +167,59 @@ class XferUser(User):
     def run_once(self) -> int:
         """One operation; returns the bytes it moved, raises XferError when it failed."""
         raise NotImplementedError
+
+    # ---- gRPC on the aio loop: up to --xfer-grpc-inflight operations of this user in flight ------------------
+
+    def begin(self) -> Begun:
+        """One operation for the loop: its coroutine and its checks (see Begun)."""
+        raise NotImplementedError
+
+    def failed(self, error: XferError) -> None:
+        """A hook for an operation that ended in an error (before it is reported)."""
+
+    def _call_aio(self) -> None:
+        assert self.loop is not None and self.aio is not None
+        while self.in_flight >= self.xfer.config.grpc_inflight:
+            self._report_landed(self.xfer.config.timeout + DRAIN_GRACE)
+        rate = self.xfer.config.rate
+        start = None if rate is None else self._start_time()  # closed loop: timed from the call's own start
+        make, finish = self.begin()
+        aio = self.aio
+
+        def done(outcome: Outcome | None, err: BaseException | None) -> None:  # in the hub
+            self.landed.append((outcome, err, finish))
+            self.wake.set()
+
+        self.in_flight += 1
+        self.loop.submit(lambda: aio.timed(start, make(aio)), done)
+        self._report_landed(0)
+
+    def _report_landed(self, wait: float) -> None:
+        """Reports the operations that ended, waiting up to `wait` seconds for one when none has."""
+        if not self.landed and wait > 0:
+            self.wake.wait(wait)
+        self.wake.clear()
+        backoff = False
+        while self.landed:
+            outcome, err, finish = self.landed.popleft()
+            self.in_flight -= 1
+            if outcome is None:  # the coroutine itself failed: a bug of ours, shown as a client failure
+                now = time.perf_counter()
+                self._operation(now, 0, XferError("internal", f"client: {err!r}"), now)
+                continue
+            error = outcome.error
+            length = 0
+            if error is None:
+                try:
+                    length = finish(outcome.value)
+                except XferError as e:
+                    error = e
+            else:
+                self.failed(error)
+            self._operation(outcome.start, length, error, outcome.end)
+            backoff = backoff or (error is not None and error.code in BACKOFF_CODES)
+        if backoff:
+            gevent.sleep(0.05)  # a dead server must not turn this loop into a busy loop
 
 
 class UploadUser(XferUser):
@@ -144,6 +238,21 @@ class UploadUser(XferUser):
             xfer.recorder.verify("Upload", res.crc32 == xfer.prefix_crc(size))
         return size
 
+    def begin(self) -> Begun:
+        cfg, xfer = self.xfer.config, self.xfer
+        size = cfg.sizes.pick(self.rng)
+        data = memoryview(xfer.payload())[:size]
+        name = f"{xfer.upload_prefix}-{self.number}-{self.in_flight}"  # one name per call in flight
+
+        def finish(res: TransferResult) -> int:
+            xfer.recorder.add_bytes("upload", size)
+            self._chunks("UploadChunk", res)
+            if cfg.verify:  # the client compared the server's commit CRC with its own; compare with the content's
+                xfer.recorder.verify("Upload", res.crc32 == xfer.prefix_crc(size))
+            return size
+
+        return (lambda aio: aio.upload(name, data, cfg.chunk)), finish
+
 
 class DownloadUser(XferUser):
     """Downloads gen:<size>:<seed> (no upload needed) and checks it against the known content's CRC-32."""
@@ -153,15 +262,21 @@ class DownloadUser(XferUser):
     def run_once(self) -> int:
         cfg, xfer = self.xfer.config, self.xfer
         size = cfg.sizes.pick(self.rng)
-        xfer.payload()
         try:
             res = self.client.download(f"gen:{size}:{xfer.seed}", chunk_size=cfg.chunk, out=_Sink(),
                                        verify=cfg.verify)
         except XferError as e:
-            # py_client's own check of the assembled file (CRC-32, byte count) failed: a mismatch too.
-            if cfg.verify and e.code == "data_loss":
-                xfer.recorder.verify("Download", False)
+            self.failed(e)
             raise
+        return self._downloaded(size, res)
+
+    def failed(self, error: XferError) -> None:
+        # py_client's own check of the assembled file (CRC-32, byte count) failed: a mismatch too.
+        if self.xfer.config.verify and error.code == "data_loss":
+            self.xfer.recorder.verify("Download", False)
+
+    def _downloaded(self, size: int, res: TransferResult) -> int:
+        cfg, xfer = self.xfer.config, self.xfer
         if cfg.verify:
             want = xfer.prefix_crc(size)
             ok = res.bytes == size and res.crc32 == want
@@ -172,6 +287,16 @@ class DownloadUser(XferUser):
         xfer.recorder.add_bytes("download", size)
         self._chunks("DownloadChunk", res)
         return size
+
+    def begin(self) -> Begun:
+        cfg, xfer = self.xfer.config, self.xfer
+        size = cfg.sizes.pick(self.rng)
+        name = f"gen:{size}:{xfer.seed}"
+
+        def finish(res: TransferResult) -> int:
+            return self._downloaded(size, res)
+
+        return (lambda aio: aio.download(name, cfg.chunk, cfg.verify)), finish
 
 
 class EchoUser(XferUser):
@@ -190,3 +315,18 @@ class EchoUser(XferUser):
                 raise XferError("data_loss", f"echo returned {len(got)} bytes that differ from the "
                                              f"{len(payload)} sent")
         return len(payload)
+
+    def begin(self) -> Begun:
+        cfg, xfer = self.xfer.config, self.xfer
+        payload = xfer.payload()[:cfg.echo_size.pick(self.rng)]
+
+        def finish(got: bytes) -> int:
+            if cfg.verify:
+                same = got == payload
+                xfer.recorder.verify("Echo", same)
+                if not same:
+                    raise XferError("data_loss", f"echo returned {len(got)} bytes that differ from the "
+                                                 f"{len(payload)} sent")
+            return len(payload)
+
+        return (lambda aio: aio.echo(payload)), finish

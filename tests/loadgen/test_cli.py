@@ -15,6 +15,8 @@ HOST = ["--host", "grpc://127.0.0.1:1"]
     (["--xfer-sizes", "lognormal:1MiB"], "want lognormal:MEDIAN:SIGMA[:MAX]"),
     (["--xfer-chunk", "8MiB"], "argument --xfer-chunk"),
     (["--xfer-inflight", "0"], "argument --xfer-inflight"),
+    (["--xfer-grpc-inflight", "0"], "argument --xfer-grpc-inflight"),
+    (["--xfer-grpc-engine", "threads"], "--xfer-grpc-engine 'threads': want aio"),
     (["--xfer-verify", "maybe"], "--xfer-verify 'maybe': want on or off"),
     (["--xfer-profile", "wave"], "--xfer-profile 'wave': want one of steady, ramp, step, spike, soak"),
     (["--xfer-mix", "upload:1,stat:1"], "argument --xfer-mix"),

@@ -119,7 +119,8 @@ def test_open_loop_records_the_stall_for_every_delayed_call(tmp_path: Path) -> N
 
 
 def test_closed_loop_records_the_stall_once_per_user(tmp_path: Path) -> None:
-    client, stalled = _run_with_stall(tmp_path, [])
+    # One call in flight per user (gRPC users keep --xfer-grpc-inflight calls each; 1 makes it one per user).
+    client, stalled = _run_with_stall(tmp_path, ["--xfer-grpc-inflight", "1"])
     # Each user had one call in flight when the server froze; it waited out the stall and nothing else was
     # sent meanwhile, so the stall shows in about one call per user (x2: room for a hiccup of Locust's own).
     slow = _slower_than(client, THRESH_S)
