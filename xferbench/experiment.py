@@ -31,6 +31,8 @@ Schema (every key below is optional unless marked *required*)::
     chunk = "64KiB"
     inflight = 4
     verify = "on"               # on | off
+    meta_entries = 64           # Meta calls (mix "meta:1"): entries per call and bytes per key and value;
+    meta_size = "8-64"          # these, echo_size and grpc_inflight are loadgen's options, its defaults if unset
     mode = "open"               # open: a fixed offered load (`rate`), the default whenever rate is set;
                                 # closed: users call as fast as answers come (QPS then depends on scheduling);
                                 # capacity: the highest rate meeting the SLO, searched per cell
@@ -266,6 +268,11 @@ class Load:
     inflight: int = 4
     verify: str = "on"
     rate: str | None = None
+    # Loadgen's own defaults when unset (loadgen/_options.py); as command-line text when set.
+    echo_size: str | None = None
+    meta_entries: str | None = None
+    meta_size: str | None = None
+    grpc_inflight: str | None = None
     transport: str = "grpc"
     mode: str | None = None  # None until the cell is built: "open" when a rate is given, else "closed"
     slo_p99: float | None = None  # seconds (the file may say "20ms")
