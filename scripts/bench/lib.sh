@@ -34,7 +34,9 @@ on_gen() { taskset -c "$GEN_CPUS" "$@"; }
 # and set SERVER_PID and SERVER_READY (the ready line). Addresses come from ready_field.
 start_server() {
   local log=$1; shift
-  on_server "$@" 2>"$log" &
+  # taskset itself, not on_server: a backgrounded function is a subshell, whose PID is not the server's
+  # (cpu_seconds would read the shell's, and SIGTERM would orphan the server).
+  taskset -c "$SERVER_CPUS" "$@" 2>"$log" &
   SERVER_PID=$!
   BENCH_PIDS+=("$SERVER_PID")
   local i
