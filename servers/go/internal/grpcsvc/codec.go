@@ -26,6 +26,14 @@ func init() {
 	encoding.RegisterCodecV2(checkedCodec{encoding.GetCodecV2(grpcproto.Name)})
 }
 
+// Marshal passes an encodedMsg's buffer through; anything else is proto.
+func (c checkedCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encodedMsg); ok {
+		return mem.BufferSlice{e.data}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
+
 func (c checkedCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rawMsg); ok {
 		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
