@@ -9,7 +9,11 @@
 # second xferd-go (e.g. main's) measured the same way in the same rounds, for before/after. Servers run on
 # SERVER_CPUS, ghz and iperf3's client on GEN_CPUS; each ghz run's own CPU (cores used) is printed so a
 # saturated generator shows. GHZ_ARGS passes extra ghz flags (e.g. "--cpus 1"). PROFILE_DIR=dir saves a 5 s
-# CPU profile and an allocs profile of xferd-go under each load into dir (last round).
+# CPU profile and an allocs profile of xferd-go under each load into dir (last round). XFERD_ARGS adds flags to
+# the (after) xferd-go only, to compare a setting with its default (e.g. "--grpc-write-buffer-size 256K").
+# Besides the throughput ratios it prints the server's own CPU per unit of work (/proc, user+system): per Echo
+# call, and per GB moved. On a loaded machine a starved generator moves the throughput ratios; the CPU per
+# unit is what our code costs, whoever else is running.
 #
 #   make build bench-tools && ROUNDS=3 bash scripts/bench/grpc.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,6 +25,7 @@ IPERF_SECONDS=${IPERF_SECONDS:-4}
 BEFORE=${BEFORE:-}
 GHZ_ARGS=${GHZ_ARGS:-}
 PROFILE_DIR=${PROFILE_DIR:-}
+read -r -a XFERD_EXTRA <<<"${XFERD_ARGS:-}"
 GHZ=$BENCH_BIN/ghz
 PY=$BENCH_ROOT/.venv/bin/python
 FILE_MIB=8
@@ -96,7 +101,10 @@ profile() {
 
 xferd_args=(--grpc-addr 127.0.0.1:0 --frame-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0)
 
-# echo_on LABEL BIN ARGS...: Echo rps of one server; prints "rps ghz_cores server_cores".
+# per_unit CPU0 CPU1 UNITS SCALE: server CPU seconds between two readings per unit, times SCALE.
+per_unit() { awk -v a="$1" -v b="$2" -v n="$3" -v k="$4" 'BEGIN { printf "%.2f", (n > 0 ? (b - a) / n * k : 0) }'; }
+
+# echo_on LABEL BIN ARGS...: Echo rps of one server; prints "rps ghz_cores server_cores server_cpu_us_per_call".
 echo_on() {
   local label=$1; shift
   start_server "$BENCH_TMP/$label.log" "$@"
@@ -109,55 +117,75 @@ echo_on() {
   [ -z "$PROF_PID" ] || wait "$PROF_PID"
   local c1; c1=$(cpu_seconds "$SERVER_PID")
   stop_server
-  echo "$(ghz_field "echo-$label" rps) $GHZ_CORES $(awk -v a="$c0" -v b="$c1" -v s="$ECHO_SECONDS" 'BEGIN{printf "%.2f", (b-a)/s}')"
+  local rps; rps=$(ghz_field "echo-$label" rps)
+  echo "$rps $GHZ_CORES $(per_unit "$c0" "$c1" "$ECHO_SECONDS" 1) $(per_unit "$c0" "$c1" $(( rps * ECHO_SECONDS )) 1e6)"
 }
 
-# xfer_on LABEL BIN: Upload then Download MB/s of one xferd-go; prints "up down ghz_up_cores ghz_down_cores".
+# xfer_on LABEL BIN ARGS...: Upload then Download MB/s of one xferd-go; prints "up down ghz_up_cores
+# ghz_down_cores server_cpu_s_per_GB_up server_cpu_s_per_GB_down".
 xfer_on() {
-  local label=$1 bin=$2
-  start_server "$BENCH_TMP/$label.log" "$bin" "${xferd_args[@]}"
+  local label=$1 bin=$2; shift 2
+  start_server "$BENCH_TMP/$label.log" "$bin" "${xferd_args[@]}" "$@"
   local g; g=$(ready_field grpc)
   local last=$(( r == ROUNDS ))
   PROF_PID=
   [ "$last" = 0 ] || profile "upload-$label" $(( XFER_SECONDS - 2 ))
+  local c0 c1 c2
+  c0=$(cpu_seconds "$SERVER_PID")
   ghz_run "up-$label" --call xfer.v1.FileTransfer.Upload -B "$BENCH_TMP/upload.bin" -c 4 -z "${XFER_SECONDS}s" "$g"
   [ -z "$PROF_PID" ] || wait "$PROF_PID"
   local up_cores=$GHZ_CORES
+  c1=$(cpu_seconds "$SERVER_PID")
   PROF_PID=
   [ "$last" = 0 ] || profile "download-$label" $(( XFER_SECONDS - 2 ))
   ghz_run "down-$label" --call xfer.v1.FileTransfer.Download -d '{"name":"bench-8m"}' -c 4 -z "${XFER_SECONDS}s" "$g"
   [ -z "$PROF_PID" ] || wait "$PROF_PID"
+  c2=$(cpu_seconds "$SERVER_PID")
   stop_server
-  echo "$(ghz_field "up-$label" mbps) $(ghz_field "down-$label" mbps) $up_cores $GHZ_CORES"
+  local up down
+  up=$(ghz_field "up-$label" mbps); down=$(ghz_field "down-$label" mbps)
+  echo "$up $down $up_cores $GHZ_CORES $(per_unit "$c0" "$c1" $(( up * XFER_SECONDS )) 1000)" \
+    "$(per_unit "$c1" "$c2" $(( down * XFER_SECONDS )) 1000)"
 }
 
 labels=(after)
 [ -z "$BEFORE" ] || labels+=(before)
 bin_of() { if [ "$1" = before ]; then echo "$BEFORE"; else echo "$BENCH_BIN/xferd-go"; fi; }
-declare -A echo_ratio=() up_ratio=() down_ratio=()
+# extra_of LABEL: the extra flags of that server (XFERD_ARGS for after, none for before).
+extra_of() { if [ "$1" = after ] && [ "${#XFERD_EXTRA[@]}" -gt 0 ]; then printf '%s\n' "${XFERD_EXTRA[@]}"; fi; }
+declare -A echo_ratio=() echo_cpu=() up_ratio=() down_ratio=() up_cpu=() down_cpu=()
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate the order each round so neither server always runs on the warmer (or noisier) side.
   order=(bare "${labels[@]}")
   if (( r % 2 == 0 )); then order=("${labels[@]}" bare); fi
-  declare -A rps=()
+  declare -A rps=() cpu_us=()
   for s in "${order[@]}"; do
-    if [ "$s" = bare ]; then read -r v gc sc < <(echo_on bare "$BENCH_BIN/bare-echo" --grpc-addr 127.0.0.1:0)
-    else read -r v gc sc < <(echo_on "$s" "$(bin_of "$s")" "${xferd_args[@]}"); fi
-    rps[$s]=$v
-    echo "round $r echo $s: $v rps (ghz ${gc} cores, server ${sc} cores)"
+    if [ "$s" = bare ]; then read -r v gc sc us < <(echo_on bare "$BENCH_BIN/bare-echo" --grpc-addr 127.0.0.1:0)
+    else
+      mapfile -t extra < <(extra_of "$s")
+      read -r v gc sc us < <(echo_on "$s" "$(bin_of "$s")" "${xferd_args[@]}" "${extra[@]}")
+    fi
+    rps[$s]=$v; cpu_us[$s]=$us
+    echo "round $r echo $s: $v rps (ghz ${gc} cores, server ${sc} cores, server ${us} us CPU per call)"
   done
   ceiling=$(iperf3_mbps "$IPERF_SECONDS")
   echo "round $r iperf3 loopback ceiling: $ceiling MB/s"
   for s in "${labels[@]}"; do
-    read -r up down guc gdc < <(xfer_on "$s" "$(bin_of "$s")")
+    mapfile -t extra < <(extra_of "$s")
+    read -r up down guc gdc ucpu dcpu < <(xfer_on "$s" "$(bin_of "$s")" "${extra[@]}")
     echo_ratio[$s]+="$(ratio "${rps[$s]}" "${rps[bare]}") "
+    echo_cpu[$s]+="$(ratio "${cpu_us[$s]}" "${cpu_us[bare]}") "
+    up_cpu[$s]+="$ucpu "
+    down_cpu[$s]+="$dcpu "
     up_ratio[$s]+="$(ratio "$up" "$ceiling") "
     down_ratio[$s]+="$(ratio "$down" "$ceiling") "
-    echo "round $r $s: upload $up MB/s (ghz ${guc} cores), download $down MB/s (ghz ${gdc} cores)"
+    echo "round $r $s: upload $up MB/s (ghz ${guc} cores, server ${ucpu} CPU s/GB)," \
+      "download $down MB/s (ghz ${gdc} cores, server ${dcpu} CPU s/GB)"
   done
 done
 for s in "${labels[@]}"; do
   # shellcheck disable=SC2086 # space-separated lists of figures
-  echo "median over $ROUNDS rounds, xferd-go $s: echo/bare $(median ${echo_ratio[$s]})," \
-    "upload/iperf3 $(median ${up_ratio[$s]}), download/iperf3 $(median ${down_ratio[$s]})"
+  echo "median over $ROUNDS rounds, xferd-go $s: echo rps/bare $(median ${echo_ratio[$s]})," \
+    "echo CPU per call/bare $(median ${echo_cpu[$s]}), upload/iperf3 $(median ${up_ratio[$s]})" \
+    "($(median ${up_cpu[$s]}) CPU s/GB), download/iperf3 $(median ${down_ratio[$s]}) ($(median ${down_cpu[$s]}) CPU s/GB)"
 done

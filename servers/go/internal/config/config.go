@@ -45,6 +45,7 @@ type Config struct {
 	GRPCReadBufferSize        int
 	GRPCWriteBufferSize       int
 	GRPCMaxConcurrentStreams  uint32
+	GRPCStreamWorkers         uint32
 }
 
 // DiskDir is the directory of a disk store, "" for the memory store.
@@ -149,6 +150,7 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.Var(sizeValue[int]{&c.GRPCReadBufferSize, math.MaxInt32}, "grpc-read-buffer-size", "grpc-go read buffer, `SIZE` (0: grpc-go's own default)")
 	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default)")
 	fs.Var(uint32Value{&c.GRPCMaxConcurrentStreams}, "grpc-max-concurrent-streams", "streams per gRPC connection, `N`")
+	fs.Var(uint32Value{&c.GRPCStreamWorkers}, "grpc-stream-workers", "grpc-go stream worker goroutines, `N` (0: a new goroutine per stream, grpc-go's default)")
 	fs.Bool(versionFlag, false, "print the version and exit")
 }
 

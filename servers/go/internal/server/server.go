@@ -156,6 +156,9 @@ func (s *Server) startGRPC(ln net.Listener, pool *bufpool.Pool, m *metrics.Metri
 	if c.GRPCReadBufferSize > 0 {
 		opts = append(opts, grpc.ReadBufferSize(c.GRPCReadBufferSize))
 	}
+	if c.GRPCStreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(c.GRPCStreamWorkers))
+	}
 	if c.GRPCWriteBufferSize > 0 {
 		opts = append(opts, grpc.WriteBufferSize(c.GRPCWriteBufferSize))
 	}
