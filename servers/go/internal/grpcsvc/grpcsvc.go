@@ -92,7 +92,7 @@ func (s *Service) receiveChunks(stream xferv1.FileTransfer_UploadServer, id uint
 		if err := ctxErr(stream.Context()); err != nil {
 			return nil, err
 		}
-		msg, buf, err := recvUpload(stream)
+		msg, buf, err := recvUpload(stream, s.pool)
 		if errors.Is(err, io.EOF) {
 			break
 		}

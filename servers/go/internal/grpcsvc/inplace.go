@@ -26,18 +26,20 @@ const chunkField = 2
 // hands its buffer to grpc-go as is (grpc-go frees it once written).
 type encodedMsg struct{ data mem.Buffer }
 
-// recvUpload receives one UploadRequest. A chunk's bytes alias the received
-// buffer: the caller frees buf (non-nil only then) once it has stored them.
-func recvUpload(stream grpc.ServerStream) (msg *xferv1.UploadRequest, buf mem.Buffer, err error) {
+// recvUpload receives one UploadRequest, joining a message that arrived in
+// several buffers into one from pool. A chunk's bytes alias that buffer:
+// the caller frees buf (non-nil only then) once it has stored them.
+func recvUpload(stream grpc.ServerStream, pool mem.BufferPool) (msg *xferv1.UploadRequest, buf mem.Buffer, err error) {
 	var raw rawMsg
 	if err := stream.RecvMsg(&raw); err != nil {
 		return nil, nil, err
 	}
-	b := raw.buf.ReadOnlyData()
+	whole := raw.materialize(pool)
+	b := whole.ReadOnlyData()
 	if chunk, ok := chunkOnly(b); ok {
-		return &xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: chunk}}, raw.buf, nil
+		return &xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: chunk}}, whole, nil
 	}
-	defer raw.buf.Free()
+	defer whole.Free()
 	msg = &xferv1.UploadRequest{}
 	if err := wirecheck.Unmarshal(b, msg); err != nil {
 		return nil, nil, errs.New(errs.InvalidArgument, "malformed UploadRequest body")
