@@ -36,6 +36,7 @@ start_server() {
   local log=$1; shift
   # taskset itself, not on_server: a backgrounded function is a subshell, whose PID is not the server's
   # (cpu_seconds would read the shell's, and SIGTERM would orphan the server).
+  : >"$log" # exists before the first grep below (the child opens it only once forked)
   taskset -c "$SERVER_CPUS" "$@" 2>"$log" &
   SERVER_PID=$!
   BENCH_PIDS+=("$SERVER_PID")

@@ -145,6 +145,9 @@ func (s *Server) startGRPC(ln net.Listener, pool *bufpool.Pool, m *metrics.Metri
 		grpc.MaxRecvMsgSize(int(c.Limits.MaxFrame)),
 		grpc.MaxSendMsgSize(int(c.Limits.MaxFrame)),
 		grpc.MaxConcurrentStreams(c.GRPCMaxConcurrentStreams),
+		// Each connection's write buffer goes back to a pool once flushed, so the larger default write
+		// buffer costs memory per busy connection, not per open one.
+		grpc.SharedWriteBuffer(true),
 		grpc.UnaryInterceptor(grpcsvc.UnaryInterceptor(m.For("grpc"))),
 		grpc.StreamInterceptor(grpcsvc.StreamInterceptor(m.For("grpc"))),
 	}
