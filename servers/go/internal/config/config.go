@@ -31,6 +31,11 @@ const (
 	// or writes; 256 KiB moved about 1.5x the MB/s at the same CPU per GB (BENCHMARKS.md, issue 12). The
 	// windows stay grpc-go's (dynamic, BDP-estimated): fixed 4/16 MiB windows measured no better.
 	DefaultGRPCBufferSize = 256 << 10
+	// DefaultGRPCStreamWorkers keeps goroutines (with their grown stacks) to serve streams: grpc-go's own
+	// default starts one per stream, whose stack growth (runtime.newstack) was a fifth of Echo's CPU; with
+	// 16 workers Echo cost 0.77x the server CPU per call (BENCHMARKS.md, issue 12). Streams beyond the
+	// workers still get their own goroutine, so this never queues a call.
+	DefaultGRPCStreamWorkers = 16
 	// minMaxFrame: a frame must at least hold its two length fields.
 	minMaxFrame = 8
 )
@@ -77,7 +82,7 @@ const versionFlag = "version"
 // ErrVersion for --version.
 func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	c := &Config{Store: "mem", Pool: true, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
-		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize}
+		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize, GRPCStreamWorkers: DefaultGRPCStreamWorkers}
 	fs := flag.NewFlagSet("xferd-go", flag.ContinueOnError)
 	// The flag package's own messages are silenced: the caller prints one
 	// "xferd-go: error: ..." line; only -h prints the usage.
@@ -155,7 +160,7 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.Var(sizeValue[int]{&c.GRPCReadBufferSize, math.MaxInt32}, "grpc-read-buffer-size", "grpc-go read buffer, `SIZE` (0: grpc-go's own default, 32KiB)")
 	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default, 32KiB)")
 	fs.Var(uint32Value{&c.GRPCMaxConcurrentStreams}, "grpc-max-concurrent-streams", "streams per gRPC connection, `N`")
-	fs.Var(uint32Value{&c.GRPCStreamWorkers}, "grpc-stream-workers", "grpc-go stream worker goroutines, `N` (0: a new goroutine per stream, grpc-go's default)")
+	fs.Var(uint32Value{&c.GRPCStreamWorkers}, "grpc-stream-workers", "grpc-go stream worker goroutines kept for new streams, `N` (0: a new goroutine per stream, grpc-go's default)")
 	fs.Bool(versionFlag, false, "print the version and exit")
 }
 
