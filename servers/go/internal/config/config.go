@@ -33,7 +33,7 @@ const (
 	DefaultGRPCBufferSize = 256 << 10
 	// DefaultGRPCStreamWorkers keeps goroutines (with their grown stacks) to serve streams: grpc-go's own
 	// default starts one per stream, whose stack growth (runtime.newstack) was a fifth of Echo's CPU; with
-	// 16 workers Echo cost 0.77x the server CPU per call (BENCHMARKS.md, issue 12). Streams beyond the
+	// 16 workers Echo cost about 0.8x bare grpc-go's server CPU per call (BENCHMARKS.md, issue 12). Streams beyond the
 	// workers still get their own goroutine, so this never queues a call.
 	DefaultGRPCStreamWorkers = 16
 	// minMaxFrame: a frame must at least hold its two length fields.
