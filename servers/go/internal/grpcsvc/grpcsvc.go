@@ -139,7 +139,7 @@ func (s *Service) take(msg *xferv1.UploadRequest, id uint64, off *uint64, traile
 	return nil
 }
 
-// Download streams header, chunks read into one pooled buffer, trailer.
+// Download streams header, chunks (each read into the buffer it is sent from), trailer.
 func (s *Service) Download(req *xferv1.DownloadRequest, stream xferv1.FileTransfer_DownloadServer) error {
 	cs := req.ChunkSize
 	if cs == 0 {
