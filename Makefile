@@ -11,7 +11,7 @@ EXPERIMENT ?= experiments/quick.toml
 # What `xferd-go --version` and `xferd-c --version` print (and xfer_build_info's version label).
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: setup build build-go build-c test lint test-go test-c test-py test-asan fuzz run demo proto clean
+.PHONY: setup build build-go build-c test lint test-go test-c test-py test-asan fuzz run demo proto clean bench-tools
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -22,6 +22,7 @@ build-go:
 	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
 	cd servers/go && go build -o ../../$(BIN)/xferload ./cmd/xferload
 	cd servers/go && go build -o ../../$(BIN)/pprof-fold ./cmd/pprof-fold  # Go CPU profiles → folded stacks (xferbench/profile)
+	cd servers/go && go build -o ../../$(BIN)/bare-echo ./cmd/bare-echo
 
 build-c:
 	$(MAKE) -C servers/c VERSION=$(VERSION)
@@ -72,3 +73,9 @@ proto: setup
 clean:
 	rm -rf build results
 	-$(MAKE) -C servers/c clean
+
+# Benchmark-only tools (scripts/bench/): ghz into build/bin, iperf3 from apt if missing. Not part of build/test.
+bench-tools:
+	mkdir -p $(BIN)
+	[ -x $(BIN)/ghz ] || GOBIN=$(CURDIR)/$(BIN) go install github.com/bojand/ghz/cmd/ghz@latest
+	command -v iperf3 >/dev/null || apt-get install -y iperf3

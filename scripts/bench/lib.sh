@@ -34,8 +34,9 @@ on_gen() { taskset -c "$GEN_CPUS" "$@"; }
 # and set SERVER_PID and SERVER_READY (the ready line). Addresses come from ready_field.
 start_server() {
   local log=$1; shift
-  # taskset itself in the background (not the on_server function, which would fork a subshell): $! is then
-  # the server's own PID, for kill, cpu_seconds and perf -p.
+  # taskset itself, not on_server: a backgrounded function is a subshell, whose PID is not the server's
+  # (cpu_seconds would read the shell's, and SIGTERM would orphan the server).
+  : >"$log" # exists before the first grep below (the child opens it only once forked)
   taskset -c "$SERVER_CPUS" "$@" 2>"$log" &
   SERVER_PID=$!
   BENCH_PIDS+=("$SERVER_PID")

@@ -27,6 +27,15 @@ const (
 	DefaultFrameAddr         = "127.0.0.1:7070"
 	DefaultMetricsAddr       = "127.0.0.1:9101"
 	DefaultMaxConcurrentStrm = 1024
+	// DefaultGRPCBufferSize is the gRPC read and write buffer: grpc-go's 32 KiB makes a 1 MiB chunk 32 reads
+	// or writes; 256 KiB moved about 1.5x the MB/s at the same CPU per GB (BENCHMARKS.md, issue 12). The
+	// windows stay grpc-go's (dynamic, BDP-estimated): fixed 4/16 MiB windows measured no better.
+	DefaultGRPCBufferSize = 256 << 10
+	// DefaultGRPCStreamWorkers keeps goroutines (with their grown stacks) to serve streams: grpc-go's own
+	// default starts one per stream, whose stack growth (runtime.newstack) was a fifth of Echo's CPU; with
+	// 16 workers Echo cost about 0.8x bare grpc-go's server CPU per call (BENCHMARKS.md, issue 12). Streams beyond the
+	// workers still get their own goroutine, so this never queues a call.
+	DefaultGRPCStreamWorkers = 16
 	// minMaxFrame: a frame must at least hold its two length fields.
 	minMaxFrame = 8
 )
@@ -45,6 +54,7 @@ type Config struct {
 	GRPCReadBufferSize        int
 	GRPCWriteBufferSize       int
 	GRPCMaxConcurrentStreams  uint32
+	GRPCStreamWorkers         uint32
 }
 
 // DiskDir is the directory of a disk store, "" for the memory store.
@@ -71,7 +81,8 @@ const versionFlag = "version"
 // The help text goes to out. flag.ErrHelp is returned for -h and --help,
 // ErrVersion for --version.
 func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	c := &Config{Store: "mem", Pool: true, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm}
+	c := &Config{Store: "mem", Pool: true, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
+		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize, GRPCStreamWorkers: DefaultGRPCStreamWorkers}
 	fs := flag.NewFlagSet("xferd-go", flag.ContinueOnError)
 	// The flag package's own messages are silenced: the caller prints one
 	// "xferd-go: error: ..." line; only -h prints the usage.
@@ -145,11 +156,12 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "a response the client does not take for this long closes its connection")
 	fs.DurationVar(&l.DrainTimeout, "drain-timeout", l.DrainTimeout, "calls in flight at SIGTERM finish within this, then connections close")
 	fs.IntVar(&l.MaxMetaEntries, "max-meta-entries", l.MaxMetaEntries, "entries of one Meta call")
-	fs.Var(sizeValue[int32]{&c.GRPCInitialWindowSize, math.MaxInt32}, "grpc-initial-window-size", "grpc-go stream window, `SIZE` (0: grpc-go's own default)")
-	fs.Var(sizeValue[int32]{&c.GRPCInitialConnWindowSize, math.MaxInt32}, "grpc-initial-conn-window-size", "grpc-go connection window, `SIZE` (0: grpc-go's own default)")
-	fs.Var(sizeValue[int]{&c.GRPCReadBufferSize, math.MaxInt32}, "grpc-read-buffer-size", "grpc-go read buffer, `SIZE` (0: grpc-go's own default)")
-	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default)")
+	fs.Var(sizeValue[int32]{&c.GRPCInitialWindowSize, math.MaxInt32}, "grpc-initial-window-size", "grpc-go stream window, `SIZE` (0: grpc-go's own default, 64KiB growing by BDP estimate; a size turns BDP off)")
+	fs.Var(sizeValue[int32]{&c.GRPCInitialConnWindowSize, math.MaxInt32}, "grpc-initial-conn-window-size", "grpc-go connection window, `SIZE` (0: grpc-go's own default, 64KiB growing by BDP estimate; a size turns BDP off)")
+	fs.Var(sizeValue[int]{&c.GRPCReadBufferSize, math.MaxInt32}, "grpc-read-buffer-size", "grpc-go read buffer, `SIZE` (0: grpc-go's own default, 32KiB)")
+	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default, 32KiB)")
 	fs.Var(uint32Value{&c.GRPCMaxConcurrentStreams}, "grpc-max-concurrent-streams", "streams per gRPC connection, `N`")
+	fs.Var(uint32Value{&c.GRPCStreamWorkers}, "grpc-stream-workers", "grpc-go stream worker goroutines kept for new streams, `N` (0: a new goroutine per stream, grpc-go's default)")
 	fs.Bool(versionFlag, false, "print the version and exit")
 }
 

@@ -12,8 +12,17 @@ import (
 )
 
 // rawMsg is a received message not yet decoded: checkedStream asks the
-// codec for the bytes and decodes them itself.
-type rawMsg struct{ buf mem.Buffer }
+// codec for the bytes and decodes them itself. data holds its own reference
+// to grpc-go's buffers; the receiver frees it.
+type rawMsg struct{ data mem.BufferSlice }
+
+// materialize returns the message in one buffer (from pool if it spans
+// several) and drops the raw reference; free the result.
+func (r *rawMsg) materialize(pool mem.BufferPool) mem.Buffer {
+	buf := r.data.MaterializeToBuffer(pool)
+	r.data.Free()
+	return buf
+}
 
 // checkedCodec is grpc-go's proto codec with the wire integers checked
 // before decoding (PROTOCOL.md "Integers"), as the frame codec does, and
@@ -26,9 +35,18 @@ func init() {
 	encoding.RegisterCodecV2(checkedCodec{encoding.GetCodecV2(grpcproto.Name)})
 }
 
+// Marshal passes an encodedMsg's buffer through; anything else is proto.
+func (c checkedCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encodedMsg); ok {
+		return mem.BufferSlice{e.data}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
+
 func (c checkedCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rawMsg); ok {
-		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+		data.Ref() // grpc-go frees its reference when Unmarshal returns
+		r.data = data
 		return nil
 	}
 	m, ok := v.(proto.Message)
@@ -54,8 +72,9 @@ func (s checkedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(&raw); err != nil {
 		return err
 	}
-	defer raw.buf.Free()
-	if err := wirecheck.Unmarshal(raw.buf.ReadOnlyData(), pm); err != nil {
+	buf := raw.materialize(mem.DefaultBufferPool())
+	defer buf.Free()
+	if err := wirecheck.Unmarshal(buf.ReadOnlyData(), pm); err != nil {
 		return errs.New(errs.InvalidArgument, "malformed %s body", string(pm.ProtoReflect().Descriptor().Name()))
 	}
 	return nil

@@ -93,32 +93,19 @@ func (s *Service) receiveChunks(stream xferv1.FileTransfer_UploadServer, id uint
 		if err := ctxErr(stream.Context()); err != nil {
 			return nil, err
 		}
-		msg, err := stream.Recv()
+		msg, buf, err := recvUpload(stream, s.pool)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, recvErr(err)
 		}
-		if trailer != nil {
-			return nil, errs.New(errs.InvalidArgument, "message after the UploadTrailer")
+		err = s.take(msg, id, &off, &trailer)
+		if buf != nil {
+			buf.Free() // the chunk is in the store now
 		}
-		switch m := msg.Msg.(type) {
-		case *xferv1.UploadRequest_Chunk:
-			if _, err := s.store.Chunk(id, off, m.Chunk); err != nil {
-				return nil, err
-			}
-			s.bytes.Upload(len(m.Chunk))
-			off += uint64(len(m.Chunk))
-		case *xferv1.UploadRequest_Trailer:
-			if m.Trailer == nil {
-				return nil, errs.New(errs.InvalidArgument, "empty UploadTrailer")
-			}
-			trailer = m.Trailer
-		case *xferv1.UploadRequest_Header:
-			return nil, errs.New(errs.InvalidArgument, "UploadHeader after the first message")
-		default:
-			return nil, errs.New(errs.InvalidArgument, "UploadRequest with no message set")
+		if err != nil {
+			return nil, err
 		}
 	}
 	if trailer == nil {
@@ -127,7 +114,33 @@ func (s *Service) receiveChunks(stream xferv1.FileTransfer_UploadServer, id uint
 	return trailer, nil
 }
 
-// Download streams header, chunks read into one pooled buffer, trailer.
+// take handles one message after the header: a chunk is stored at *off,
+// a trailer kept in *trailer.
+func (s *Service) take(msg *xferv1.UploadRequest, id uint64, off *uint64, trailer **xferv1.UploadTrailer) error {
+	if *trailer != nil {
+		return errs.New(errs.InvalidArgument, "message after the UploadTrailer")
+	}
+	switch m := msg.Msg.(type) {
+	case *xferv1.UploadRequest_Chunk:
+		if _, err := s.store.Chunk(id, *off, m.Chunk); err != nil {
+			return err
+		}
+		s.bytes.Upload(len(m.Chunk))
+		*off += uint64(len(m.Chunk))
+	case *xferv1.UploadRequest_Trailer:
+		if m.Trailer == nil {
+			return errs.New(errs.InvalidArgument, "empty UploadTrailer")
+		}
+		*trailer = m.Trailer
+	case *xferv1.UploadRequest_Header:
+		return errs.New(errs.InvalidArgument, "UploadHeader after the first message")
+	default:
+		return errs.New(errs.InvalidArgument, "UploadRequest with no message set")
+	}
+	return nil
+}
+
+// Download streams header, chunks (each read into the buffer it is sent from), trailer.
 func (s *Service) Download(req *xferv1.DownloadRequest, stream xferv1.FileTransfer_DownloadServer) error {
 	cs := req.ChunkSize
 	if cs == 0 {
@@ -152,23 +165,23 @@ func (s *Service) Download(req *xferv1.DownloadRequest, stream xferv1.FileTransf
 	return stream.Send(&xferv1.DownloadResponse{Msg: &xferv1.DownloadResponse_Trailer{Trailer: trailer}})
 }
 
-// sendChunks reuses one buffer: Send has encoded the message when it
-// returns (no stats handler reads it later), so the next read may overwrite.
+// sendChunks reads each chunk straight into the buffer it is sent from
+// (encodeChunk), one buffer from the pool per chunk: grpc-go writes a sent
+// message after Send returns, and puts the buffer back once written.
 func (s *Service) sendChunks(stream xferv1.FileTransfer_DownloadServer, h *store.Handle, cs int) error {
-	buf := s.pool.Get(int(min(uint64(cs), h.Size)))
-	defer s.pool.Put(buf)
-	chunk := &xferv1.DownloadResponse_Chunk{}
-	msg := &xferv1.DownloadResponse{Msg: chunk}
 	for off := uint64(0); off < h.Size; {
 		if err := ctxErr(stream.Context()); err != nil {
 			return err
 		}
-		n, err := h.ReadAt(*buf, off)
+		n := int(min(uint64(cs), h.Size-off))
+		msg, err := encodeChunk(s.pool, n, func(p []byte) error {
+			_, err := h.ReadAt(p, off)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		chunk.Chunk = (*buf)[:n]
-		if err := stream.Send(msg); err != nil {
+		if err := stream.SendMsg(msg); err != nil {
 			return err
 		}
 		s.bytes.Download(n)

@@ -109,8 +109,9 @@ func (m *Metrics) ConnClosed() { m.connections.Dec() }
 
 // Transport is the per-call observer of one transport.
 type Transport struct {
-	m    *Metrics
-	name string
+	m     *Metrics
+	name  string
+	cache observerCache
 }
 
 // For returns the observer of a transport ("grpc" or "frame").
@@ -122,8 +123,9 @@ func (t *Transport) Started() { t.m.inflight.Inc() }
 // Done records a finished call.
 func (t *Transport) Done(method string, code errs.Code, d time.Duration) {
 	t.m.inflight.Dec()
-	t.m.requests.WithLabelValues(t.name, method, code.String()).Inc()
-	t.m.durations.WithLabelValues(t.name, method).Observe(d.Seconds())
+	o := t.cache.get(t, method)
+	o.counter(t, method, code).Inc()
+	o.duration.Observe(d.Seconds())
 }
 
 // Handler is the admin mux: /metrics and /debug/pprof/ only.

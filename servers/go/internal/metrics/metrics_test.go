@@ -61,3 +61,47 @@ func TestExposition(t *testing.T) {
 		r.Body.Close()
 	}
 }
+
+// The cached series are the vectors' own: counts from many goroutines over
+// several methods and codes all land, and only codes that happened appear.
+func TestCachedObserversConcurrent(t *testing.T) {
+	m := New(BuildInfo{}, func() uint64 { return 0 }, func() uint64 { return 0 })
+	g := m.For("grpc")
+	const workers, calls = 8, 200
+	done := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < calls; i++ {
+				g.Started()
+				g.Done([]string{"Echo", "Stat"}[i%2], []errs.Code{errs.OK, errs.NotFound}[i%2], time.Millisecond)
+			}
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		<-done
+	}
+	g.Done("Upload", errs.Code(99), time.Millisecond) // outside grpc's codes: still counted
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`xfer_requests_total{code="ok",method="Echo",transport="grpc"} 800`,
+		`xfer_requests_total{code="not_found",method="Stat",transport="grpc"} 800`,
+		`xfer_request_duration_seconds_count{method="Echo",transport="grpc"} 800`,
+		`xfer_request_duration_seconds_count{method="Upload",transport="grpc"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(text, `code="ok",method="Stat"`) || strings.Contains(text, `code="not_found",method="Echo"`) {
+		t.Error("a code that never happened has a series")
+	}
+}
