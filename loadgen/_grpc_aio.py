@@ -17,6 +17,7 @@ import grpc.aio
 
 from py_client.errors import XferError
 from py_client.grpc_client import MAX_MESSAGE
+from py_client.grpc_download import DownloadStream
 from py_client.results import TransferResult
 from xfer.v1 import file_transfer_pb2 as pb
 from xfer.v1 import file_transfer_pb2_grpc as pb_grpc
@@ -94,47 +95,13 @@ class AioClient:
     async def download(self, name: str, chunk_size: int, verify: bool) -> TransferResult:
         """Reads the stream, checking order (header, chunks, trailer), size and CRC-32; keeps no bytes."""
         t0 = time.perf_counter()
-        chunk_seconds: list[float] = []
-        crc = received = 0
-        header: pb.DownloadHeader | None = None
-        trailer: pb.DownloadTrailer | None = None
+        stream = DownloadStream(name, verify)
         call = self._stub.Download(pb.DownloadRequest(name=name, chunk_size=chunk_size), timeout=self.timeout)
         try:
-            t = time.perf_counter()
             async for msg in call:
-                kind = msg.WhichOneof("msg")
-                if trailer is not None:
-                    raise XferError("internal", f"download {name!r}: {kind} after the trailer")
-                if kind == "header":
-                    if header is not None:
-                        raise XferError("internal", f"download {name!r}: a second header")
-                    header = msg.header
-                elif kind == "chunk":
-                    if header is None:
-                        raise XferError("internal", f"download {name!r}: a chunk before the header")
-                    chunk_seconds.append(time.perf_counter() - t)
-                    received += len(msg.chunk)
-                    if received > header.size:
-                        raise XferError("data_loss", f"download {name!r}: {received} bytes received, "
-                                                     f"more than the declared {header.size}")
-                    if verify:
-                        crc = zlib.crc32(msg.chunk, crc)
-                elif kind == "trailer":
-                    if header is None:
-                        raise XferError("internal", f"download {name!r}: a trailer before the header")
-                    trailer = msg.trailer
-                else:
-                    raise XferError("internal", f"download {name!r}: an empty DownloadResponse")
-                t = time.perf_counter()
+                stream.take(msg)
         except XferError:
             call.cancel()
             raise
-        if header is None or trailer is None:
-            raise XferError("data_loss", f"download {name!r}: stream ended without "
-                                         f"{'a header' if header is None else 'a trailer'}")
-        if received != header.size:
-            raise XferError("data_loss", f"download {name!r}: received {received} of {header.size} bytes")
-        if verify and crc != trailer.crc32:
-            raise XferError("data_loss", f"crc32 mismatch downloading {name!r}: received 0x{crc:08x}, "
-                                         f"server 0x{trailer.crc32:08x}")
-        return TransferResult(header.size, trailer.crc32, time.perf_counter() - t0, None, chunk_seconds)
+        size, crc = stream.finish()
+        return TransferResult(size, crc, time.perf_counter() - t0, None, stream.chunk_seconds)

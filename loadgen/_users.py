@@ -304,29 +304,27 @@ class EchoUser(XferUser):
 
     method = "Echo"
 
-    def run_once(self) -> int:
-        cfg, xfer = self.xfer.config, self.xfer
-        payload = xfer.payload()[:cfg.echo_size.pick(self.rng)]
-        got = self.client.echo(payload)
-        if cfg.verify:
+    def _payload(self) -> bytes:
+        return self.xfer.payload()[:self.xfer.config.echo_size.pick(self.rng)]
+
+    def _echoed(self, payload: bytes, got: bytes) -> int:
+        """The bytes an answered Echo moved; with --xfer-verify on, data_loss when it differs."""
+        if self.xfer.config.verify:
             same = got == payload
-            xfer.recorder.verify("Echo", same)
+            self.xfer.recorder.verify("Echo", same)
             if not same:
                 raise XferError("data_loss", f"echo returned {len(got)} bytes that differ from the "
                                              f"{len(payload)} sent")
         return len(payload)
 
+    def run_once(self) -> int:
+        payload = self._payload()
+        return self._echoed(payload, self.client.echo(payload))
+
     def begin(self) -> Begun:
-        cfg, xfer = self.xfer.config, self.xfer
-        payload = xfer.payload()[:cfg.echo_size.pick(self.rng)]
+        payload = self._payload()
 
         def finish(got: bytes) -> int:
-            if cfg.verify:
-                same = got == payload
-                xfer.recorder.verify("Echo", same)
-                if not same:
-                    raise XferError("data_loss", f"echo returned {len(got)} bytes that differ from the "
-                                                 f"{len(payload)} sent")
-            return len(payload)
+            return self._echoed(payload, got)
 
         return (lambda aio: aio.echo(payload)), finish

@@ -13,6 +13,7 @@ import grpc
 from py_client import meta
 from py_client._source import Buffer, UploadSource
 from py_client.errors import XferError
+from py_client.grpc_download import DownloadStream
 from py_client.meta import Entries
 from py_client.results import StatResult, TransferResult
 from xfer.v1 import file_transfer_pb2 as pb
@@ -115,57 +116,22 @@ class GrpcClient:
             raise ValueError(f"chunk size {chunk_size} must be positive")
         t0 = time.perf_counter()
         parts: list[bytes] = []
-        chunk_seconds: list[float] = []
-        crc = 0
-        received = 0
-        header: pb.DownloadHeader | None = None
-        trailer: pb.DownloadTrailer | None = None
-        stream = self._stub.Download(pb.DownloadRequest(name=name, chunk_size=chunk_size),
-                                     timeout=self.timeout)
+        stream = DownloadStream(name, verify)
+        call = self._stub.Download(pb.DownloadRequest(name=name, chunk_size=chunk_size), timeout=self.timeout)
         try:
-            t = time.perf_counter()
-            for msg in stream:
-                kind = msg.WhichOneof("msg")
-                if trailer is not None:
-                    raise XferError("internal", f"download {name!r}: {kind} after the trailer")
-                if kind == "header":
-                    if header is not None:
-                        raise XferError("internal", f"download {name!r}: a second header")
-                    header = msg.header
-                elif kind == "chunk":
-                    if header is None:
-                        raise XferError("internal", f"download {name!r}: a chunk before the header")
-                    chunk_seconds.append(time.perf_counter() - t)
-                    received += len(msg.chunk)
-                    if received > header.size:
-                        raise XferError("data_loss", f"download {name!r}: {received} bytes received, "
-                                                     f"more than the declared {header.size}")
-                    if verify:
-                        crc = zlib.crc32(msg.chunk, crc)
-                    if out is None:
-                        parts.append(msg.chunk)
-                    else:
-                        out.write(msg.chunk)
-                elif kind == "trailer":
-                    if header is None:
-                        raise XferError("internal", f"download {name!r}: a trailer before the header")
-                    trailer = msg.trailer
+            for msg in call:
+                data = stream.take(msg)
+                if data is None:
+                    continue
+                if out is None:
+                    parts.append(data)
                 else:
-                    raise XferError("internal", f"download {name!r}: an empty DownloadResponse")
-                t = time.perf_counter()
+                    out.write(data)
         except grpc.RpcError as e:
             raise XferError.from_grpc(e) from None
         except XferError:
-            stream.cancel()
+            call.cancel()
             raise
-        if header is None or trailer is None:
-            raise XferError("data_loss", f"download {name!r}: stream ended without "
-                                         f"{'a header' if header is None else 'a trailer'}")
-        if received != header.size:
-            raise XferError("data_loss", f"download {name!r}: received {received} of {header.size} bytes")
-        if verify and crc != trailer.crc32:
-            raise XferError("data_loss", f"crc32 mismatch downloading {name!r}: received 0x{crc:08x}, "
-                                         f"server 0x{trailer.crc32:08x}")
+        size, crc = stream.finish()
         seconds = time.perf_counter() - t0
-        data = b"".join(parts) if out is None else None
-        return TransferResult(header.size, trailer.crc32, seconds, data, chunk_seconds)
+        return TransferResult(size, crc, seconds, b"".join(parts) if out is None else None, stream.chunk_seconds)
