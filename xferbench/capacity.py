@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from xferbench.figures import GEN_IDLE_MIN_CORES
+
 ACHIEVED_MIN = 0.95  # a step whose achieved rate is below 95% of the offered one did not keep up
 PRECISION = 0.10  # the search stops when the best passing and lowest failing rates are this close
 MIN_RATE_FRACTION = 1 / 16  # how far below the first step the search goes before giving up
@@ -35,6 +37,7 @@ class Step:
     p99_s: float | None
     failure_rate: float | None
     gen_cpu_cores: float | None
+    gen_idle_cores: float | None = None  # idle time left on the generator's CPUs (cores)
     ok: bool = False
     why: str = ""
     figures: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -76,6 +79,7 @@ def search(
     slo_p99_s: float,
     slo_failures: float,
     gen_saturated_cores: float,
+    gen_idle_min_cores: float = GEN_IDLE_MIN_CORES,
     precision: float = PRECISION,
     max_steps: int = 10,
 ) -> Result:
@@ -87,8 +91,11 @@ def search(
     while len(steps) < max_steps:
         step = judge(measure(rate), slo_p99_s, slo_failures)
         steps.append(step)
-        if step.gen_cpu_cores is not None and step.gen_cpu_cores > gen_saturated_cores:
-            step.why += f"; load generator saturated ({step.gen_cpu_cores:.2f} cores)"
+        busy = step.gen_cpu_cores is not None and step.gen_cpu_cores > gen_saturated_cores
+        no_idle = step.gen_idle_cores is not None and step.gen_idle_cores < gen_idle_min_cores
+        if busy or no_idle:
+            step.why += f"; load generator saturated ({_num(step.gen_cpu_cores)} cores"
+            step.why += f", its CPUs {step.gen_idle_cores:.2f} idle)" if step.gen_idle_cores is not None else ")"
             if step.ok:
                 good = rate
             return Result(good, GENERATOR_BOUND, steps)

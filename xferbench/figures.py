@@ -12,6 +12,14 @@ from typing import Any
 from xferbench.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
 GEN_SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
+# ... and so is one whose CPUs had less than this left idle, however little of them it got: on a virtual
+# machine the hypervisor steals time, so a generator with no CPU left can show well under 0.9 cores of its own.
+GEN_IDLE_MIN_CORES = 0.1
+
+
+def generator_saturated(gen_cpu_cores: float | None, gen_idle_cores: float | None) -> bool:
+    return (gen_cpu_cores is not None and gen_cpu_cores > GEN_SATURATED_CORES) or (
+        gen_idle_cores is not None and gen_idle_cores < GEN_IDLE_MIN_CORES)
 
 
 def _ok(d: dict[str, str]) -> bool:

@@ -9,6 +9,26 @@ from __future__ import annotations
 import os
 
 
+def cpu_idle_steal(cpus: tuple[int, ...]) -> tuple[float, float] | None:
+    """Seconds the CPUs have spent idle (idle + iowait) and stolen by the hypervisor so far, from /proc/stat;
+    None when a CPU is not listed there."""
+    tick = os.sysconf("SC_CLK_TCK")
+    want = {f"cpu{c}" for c in cpus}
+    idle = steal = 0
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = [line.split() for line in f if line.startswith("cpu")]
+    except OSError:
+        return None
+    found = 0
+    for fields in lines:
+        if fields[0] in want:
+            found += 1
+            idle += int(fields[4]) + int(fields[5])
+            steal += int(fields[8]) if len(fields) > 8 else 0
+    return (idle / tick, steal / tick) if found == len(want) else None
+
+
 def status(pid: int) -> dict[str, str]:
     """/proc/PID/status as {field: value}; empty when the process is gone."""
     try:

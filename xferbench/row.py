@@ -50,6 +50,8 @@ class RunRow:
     runner_cpu_cores: float | None = None
     gen_cpu_cores: float | None = None  # Locust's own process_cpu_seconds_total rate, else gen_cpu_cores_psutil
     gen_cpu_cores_psutil: float | None = None  # Locust's process tree, read by the runner
+    gen_cpus_idle_cores: float | None = None  # the generator's pinned CPUs: idle (cores) over the window
+    gen_cpus_steal_cores: float | None = None  # ... and stolen by the hypervisor
     client_qps: float | None = None
     client_bytes_per_s: float | None = None
     client_upload_bytes_per_s: float | None = None

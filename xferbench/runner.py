@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from xferbench import capacity, figures, profile, soak, stats
+from xferbench import capacity, figures, procfs, profile, soak, stats
 from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
@@ -474,6 +474,7 @@ class _Phase:
     t_warm: float = 0.0  # monotonic time of that tick
     cpu_self0: float | None = None  # the runner's and Locust's CPU seconds at that tick
     cpu_gen0: float | None = None
+    gen_cpus0: tuple[float, float] | None = None  # idle and stolen seconds of the generator's CPUs then
     profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
 
 
@@ -561,6 +562,7 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
             live.shadow.tick()
         if k == phase.warm_tick:
             phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(locust.proc.pid), time.monotonic()
+            phase.gen_cpus0 = procfs.cpu_idle_steal(live.exp.pinning.generator) if live.exp.pinning.generator else None
             if profiled:
                 phase.profiler = _start_profile(live, phase, ticks - k)
         if snap is not None:
@@ -594,6 +596,10 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
     if out.get("gen_cpu_cores") is None:
         out["gen_cpu_cores"] = gen_cpu_psutil
     out["gen_cpu_cores_psutil"] = gen_cpu_psutil
+    gen_cpus = procfs.cpu_idle_steal(live.exp.pinning.generator) if phase.gen_cpus0 is not None else None
+    if phase.gen_cpus0 is not None and gen_cpus is not None:
+        out["gen_cpus_idle_cores"] = _per_second(gen_cpus[0], phase.gen_cpus0[0], elapsed_w)
+        out["gen_cpus_steal_cores"] = _per_second(gen_cpus[1], phase.gen_cpus0[1], elapsed_w)
     if srv_whole:
         out["build_info"] = srv_whole[-1].label_values("xfer_build_info")
     out["timeseries"] = f"timeseries/{phase.stem}.csv"
@@ -657,7 +663,7 @@ def _capacity(live: _Live) -> None:
         fig = _load_phase(live, load.at_rate(rate), f"{live.stem}.step{k}", search_step=True)
         return capacity.Step(
             rate, fig.get("client_qps"), fig.get("client_p99_s"), fig.get("client_failure_rate"),
-            fig.get("gen_cpu_cores"), figures=fig,
+            fig.get("gen_cpu_cores"), fig.get("gen_cpus_idle_cores"), figures=fig,
         )
 
     res = capacity.search(
@@ -681,11 +687,12 @@ def _capacity(live: _Live) -> None:
 def warnings(row: RunRow, cell: Cell) -> list[str]:
     """What the reader of a finished run must know before trusting its figures."""
     w = []
-    gen = row.gen_cpu_cores
-    if gen is not None and gen > figures.GEN_SATURATED_CORES:
+    gen, idle = row.gen_cpu_cores, row.gen_cpus_idle_cores
+    if figures.generator_saturated(gen, idle):
+        left = f", its CPUs {idle:.2f} cores idle, {row.gen_cpus_steal_cores or 0:.2f} stolen" if idle is not None else ""
         w.append(
-            f"load generator saturated: {gen:.2f} cores (> {figures.GEN_SATURATED_CORES:g} cores); "
-            "the figures may describe Locust rather than the server"
+            f"load generator saturated: {gen or 0:.2f} cores{left} (> {figures.GEN_SATURATED_CORES:g} cores, or under "
+            f"{figures.GEN_IDLE_MIN_CORES:g} idle); the figures may describe Locust rather than the server"
         )
     if row.client_failures:
         w.append(f"{int(row.client_failures)} failed requests")

@@ -107,3 +107,17 @@ def test_the_report_header_says_whether_until_ci_met_its_target() -> None:
     assert _more_rounds(meta, wide, UntilCI(0.05, budget_s=70), repeat=4, elapsed_s=60) is False
     lines = dict(tables.header(summarize(meta, wide)))
     assert lines["Until CI"].startswith("target ±5% on server CPU per request: not met after 3 rounds")
+
+
+def test_a_generator_with_no_idle_cpu_is_saturated_whatever_its_own_cpu() -> None:
+    # On a virtual machine the hypervisor steals time: the generator's CPU is busy or stolen (0.02 cores idle)
+    # while Locust itself shows 0.7 cores, and the server is nowhere near its limit.
+    def measure(rate: float) -> capacity.Step:
+        starved = rate >= 800
+        return capacity.Step(rate, rate * (0.6 if starved else 1.0), 0.005, 0.0, 0.7 if starved else 0.3,
+                             0.02 if starved else 0.6)
+
+    res = capacity.search(measure, 200, 0.05, 0.01, 0.9)
+    assert res.status == capacity.GENERATOR_BOUND
+    assert res.capacity_rps == 400 and [s.rate for s in res.steps] == [200, 400, 800]
+    assert "0.02 idle" in res.steps[-1].why

@@ -17,8 +17,9 @@ def _exp(load: dict[str, object]) -> xe.Experiment:
 
 
 def test_loadgen_keys_are_the_load_keys_loadgen_declares() -> None:
-    assert set(xe.LOADGEN_KEYS) == {"sizes", "chunk", "inflight", "verify", "profile", "mix", "rate"}
-    assert all(loadgen.option(k).flag == f"--xfer-{k}" for k in xe.LOADGEN_KEYS)
+    assert set(xe.LOADGEN_KEYS) == {"sizes", "chunk", "inflight", "verify", "profile", "mix", "rate", "echo_size",
+                                    "meta_entries", "meta_size", "grpc_inflight"}
+    assert all(loadgen.option(k).flag == "--xfer-" + k.replace("_", "-") for k in xe.LOADGEN_KEYS)
 
 
 def test_values_locust_takes_are_taken() -> None:
