@@ -689,11 +689,12 @@ def warnings(row: RunRow, cell: Cell) -> list[str]:
     w = []
     gen, idle = row.gen_cpu_cores, row.gen_cpus_idle_cores
     if figures.generator_saturated(gen, idle):
-        left = f", its CPUs {idle:.2f} cores idle, {row.gen_cpus_steal_cores or 0:.2f} stolen" if idle is not None else ""
-        w.append(
-            f"load generator saturated: {gen or 0:.2f} cores{left} (> {figures.GEN_SATURATED_CORES:g} cores, or under "
-            f"{figures.GEN_IDLE_MIN_CORES:g} idle); the figures may describe Locust rather than the server"
-        )
+        if gen is not None and gen > figures.GEN_SATURATED_CORES:
+            why = f"{gen:.2f} cores (> {figures.GEN_SATURATED_CORES:g} cores)"
+        else:
+            why = (f"its CPUs {idle or 0:.2f} cores idle (< {figures.GEN_IDLE_MIN_CORES:g}), "
+                   f"{row.gen_cpus_steal_cores or 0:.2f} stolen, {gen or 0:.2f} cores its own")
+        w.append(f"load generator saturated: {why}; the figures may describe Locust rather than the server")
     if row.client_failures:
         w.append(f"{int(row.client_failures)} failed requests")
     if cell.load.mode == "open" and row.client_qps is not None:
