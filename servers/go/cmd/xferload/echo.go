@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net"
 
 	"google.golang.org/protobuf/proto"
 
@@ -36,15 +35,8 @@ type echoSession struct {
 }
 
 func (s *echoSession) call(c *conn) (uint64, string, error) {
-	b, errStr, err := c.call("Xfer.Echo", net.Buffers{s.e.body}, &s.buf)
-	if err != nil {
-		return 0, "", err
-	}
-	if errStr != "" {
-		return 0, errCode(errStr), nil
-	}
-	if proto.Unmarshal(b, &s.resp) != nil {
-		return 0, "verify_body", nil
+	if code, err := unary(c, "Xfer.Echo", s.e.body, &s.buf, &s.resp); code != "" || err != nil {
+		return 0, code, err
 	}
 	if !bytes.Equal(s.resp.Payload, s.e.payload) {
 		return uint64(len(s.e.payload)), "verify_payload", nil

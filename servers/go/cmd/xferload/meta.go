@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 
@@ -66,15 +65,8 @@ type metaSession struct {
 }
 
 func (s *metaSession) call(c *conn) (uint64, string, error) {
-	b, errStr, err := c.call("Xfer.Meta", net.Buffers{s.m.body}, &s.buf)
-	if err != nil {
-		return 0, "", err
-	}
-	if errStr != "" {
-		return 0, errCode(errStr), nil
-	}
-	if proto.Unmarshal(b, &s.resp) != nil {
-		return 0, "verify_body", nil
+	if code, err := unary(c, "Xfer.Meta", s.m.body, &s.buf, &s.resp); code != "" || err != nil {
+		return 0, code, err
 	}
 	if code := s.m.check(&s.resp); code != "" {
 		return s.m.payloadN, code, nil

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // A method is one kind of load. Adding one (say, meta) is a type with these
@@ -25,6 +28,21 @@ type session interface {
 }
 
 type workerID struct{ conn, worker int }
+
+// unary makes one call whose request body is encoded once and reused, and decodes its answer into resp.
+// code is "" when the call succeeded, else the server's error code or verify_body; err is a lost connection.
+func unary(c *conn, method string, body []byte, buf *[]byte, resp proto.Message) (code string, err error) {
+	b, errStr, err := c.call(method, net.Buffers{body}, buf)
+	switch {
+	case err != nil:
+		return "", err
+	case errStr != "":
+		return errCode(errStr), nil
+	case proto.Unmarshal(b, resp) != nil:
+		return "verify_body", nil
+	}
+	return "", nil
+}
 
 // newMethod builds the method the configuration names; runID makes its
 // names unique to this run.
