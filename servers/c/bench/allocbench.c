@@ -261,15 +261,17 @@ int main(int argc, char **argv) {
         free(ws[i].samples);
     }
     qsort(all, n, sizeof *all, cmp_u32);
+    char news[32] = "n/a"; /* pool allocations that fell through to malloc: its free list was empty */
+    if (use_pool) snprintf(news, sizeof news, "%llu", (unsigned long long)(ps1.news - ps0.news));
     char contended[32] = "n/a"; /* a library's internal locks are not observable from outside */
     if (use_pool) snprintf(contended, sizeof contended, "%llu", (unsigned long long)(ps1.lock_contended - ps0.lock_contended));
     printf("alloc=%s malloc=%s threads=%u cross=%.2f live=%u allocs=%llu seconds=%.3f timer_ns=%llu p50_ns=%u "
-           "p99_ns=%u p999_ns=%u max_ns=%u failures=%llu cross_frees=%llu ring_full=%llu pool_cross_frees=%s lock_contended=%s\n",
+           "p99_ns=%u p999_ns=%u max_ns=%u failures=%llu cross_frees=%llu ring_full=%llu pool_cross_frees=%s pool_news=%s lock_contended=%s\n",
            alloc, allocdet_name(impl), nthreads, cross_frac, live_n, (unsigned long long)n, el,
            (unsigned long long)timer_ns, pct(all, n, 0.5), pct(all, n, 0.99), pct(all, n, 0.999), n ? all[n - 1] : 0,
            (unsigned long long)failures, (unsigned long long)cross, (unsigned long long)ring_full,
            use_pool ? (snprintf(err, sizeof err, "%llu", (unsigned long long)(ps1.remote_frees - ps0.remote_frees)), err) : "n/a",
-           contended);
+           news, contended);
     free(all);
     if (use_pool) pool_destroy();
     pthread_barrier_destroy(&start_bar);
