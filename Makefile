@@ -45,7 +45,7 @@ test-py:
 # The conformance and frame bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
 test-asan:
 	$(MAKE) -C servers/c asan
-	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput tests/c/test_shutdown_race.py --ignore=tests/badinput/test_grpc_badinput.py
+	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput tests/c/test_shutdown_race.py tests/c/test_alloc_metrics.py --ignore=tests/badinput/test_grpc_badinput.py
 
 # Go fuzz targets as package:Target. Each runs GO_FUZZ_SECONDS (bounded, one worker: the machine is shared);
 # an input that fails is written by go test to that package's testdata/fuzz/<Target>/, where it stays a seed.

@@ -21,7 +21,8 @@ ECHOES = 37
 CHUNK = 4096
 CHUNKS = 5
 PER_CALL_FAMILIES = ("xfer_requests_total", "xfer_request_duration_seconds", "xfer_transfer_bytes_total",
-                     "xfer_buffer_pool_gets_total", "xfer_buffer_pool_news_total")
+                     "xfer_buffer_pool_gets_total", "xfer_buffer_pool_news_total", "xfer_alloc_duration_seconds",
+                     "xfer_alloc_failures_total")
 SCRAPE_TIME_FAMILIES = ("xfer_build_info", "xfer_connections", "xfer_inflight_requests",
                         "process_resident_memory_bytes", "process_cpu_seconds_total")
 
@@ -58,7 +59,8 @@ def test_metrics_off_records_nothing_per_call(tmp_path: Path) -> None:
         assert metric_value(text, "xfer_instrumentation_enabled") == 0
         declared = families(text)
         assert not declared & set(PER_CALL_FAMILIES), f"per-call families served with --metrics off: {declared}"
-        assert not re.search(r"^xfer_(requests_total|request_duration|transfer_bytes|buffer_pool)", text, re.M), text
+        per_call = r"^xfer_(requests_total|request_duration|transfer_bytes|buffer_pool|alloc_duration|alloc_failures)"
+        assert not re.search(per_call, text, re.M), text
         assert set(SCRAPE_TIME_FAMILIES) <= declared, f"missing with --metrics off: {set(SCRAPE_TIME_FAMILIES) - declared}"
         assert 'xfer_build_info{server="xferd-c",' in text
 

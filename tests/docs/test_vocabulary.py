@@ -64,11 +64,12 @@ def exercise(target: str) -> None:
 
 @pytest.fixture(scope="module")
 def exposed() -> dict[str, list[dict[str, Family]]]:
-    """server -> its scrapes after real calls: xferd-go (both transports), xferd-c with glibc and with
-    mimalloc (whose statistics are other gauges)."""
+    """server -> its scrapes after real calls: xferd-go (both transports), xferd-c with glibc, with
+    mimalloc (whose statistics are other gauges) and with the pool (its own xfer_alloc_* counters)."""
     out: dict[str, list[dict[str, Family]]] = {"xferd-go": [], "xferd-c": []}
     for name, args, transports in (("xferd-go", [], ("grpc", "frame")), ("xferd-c", [], ("frame",)),
-                                   ("xferd-c", ["--alloc=mimalloc"], ("frame",))):
+                                   ("xferd-c", ["--alloc=mimalloc"], ("frame",)),
+                                   ("xferd-c", ["--alloc=pool"], ("frame",))):
         with running_server(name, args) as s:
             for t in transports:
                 exercise(s.target(t))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocstat.h"
 #include "frame.h"
 
 /* T_SIZE32/T_SIZE64 take bytes with an optional KiB/MiB/GiB suffix; T_CONNS a number or "auto". */
@@ -30,6 +31,9 @@ static const flag flags[] = {
     F("metrics", "on|off", T_STR, metrics,
       "per-call instrumentation; off: no counter or histogram is touched on the request path, and /metrics "
       "keeps only the gauges read at scrape time (xfer_instrumentation_enabled 0)"),
+    F("alloc-sample", "N", T_U32, alloc_sample,
+      "time one allocation in N per thread into xfer_alloc_duration_seconds (0: none; nothing is timed under "
+      "--metrics off)"),
     F("io-threads", "N", T_U32, io_threads, "event-loop threads"),
     F("workers", "N", T_U32, workers, "worker threads executing calls"),
     F("max-file-size", "SIZE", T_SIZE64, max_file_size, "largest declared file size"),
@@ -184,6 +188,7 @@ static void config_defaults(config *cfg) {
     cfg->workers = 2;
     strcpy(cfg->alloc, "glibc");
     strcpy(cfg->metrics, "on");
+    cfg->alloc_sample = ALLOCSTAT_DEFAULT_SAMPLE;
 
 }
 
@@ -290,6 +295,10 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     }
     if (strcmp(cfg->metrics, "on") != 0 && strcmp(cfg->metrics, "off") != 0) {
         snprintf(err, errlen, "--metrics %s (XFERD_METRICS): want on or off", cfg->metrics);
+        return -1;
+    }
+    if (cfg->alloc_sample > ALLOCSTAT_MAX_SAMPLE) {
+        snprintf(err, errlen, "--alloc-sample %u: want 0 ... %u", (unsigned)cfg->alloc_sample, ALLOCSTAT_MAX_SAMPLE);
         return -1;
     }
     if (cfg->io_threads < 1 || cfg->io_threads > CONFIG_MAX_THREADS || cfg->workers < 1 ||

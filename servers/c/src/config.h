@@ -33,6 +33,7 @@ typedef struct {
     uint32_t max_meta_entries;
     char alloc[16]; /* glibc | jemalloc | tcmalloc | mimalloc | pool */
     char metrics[8]; /* on | off: per-call instrumentation (counters, histograms, allocation counts) */
+    uint32_t alloc_sample; /* time 1 allocation in this many (0: none) */
 } config;
 
 #define CONFIG_MAX_THREADS 64

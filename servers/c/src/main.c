@@ -61,6 +61,7 @@ int main(int argc, char **argv) {
     mem_init(pool ? MEM_POOL : MEM_SYSTEM);
     stats_enabled = strcmp(cfg.metrics, "on") == 0;
     mem_set_counting(stats_enabled);
+    mem_set_sampling(stats_enabled ? cfg.alloc_sample : 0);
 
     /* 2. signals: handled by this thread only (sigtimedwait); every thread inherits the mask */
     sigset_t set;
@@ -113,12 +114,13 @@ int main(int argc, char **argv) {
     fmt_ms(wt, sizeof wt, cfg.write_timeout_ms);
     fmt_ms(dt, sizeof dt, cfg.drain_timeout_ms);
     fprintf(stderr,
-            "xferd-c ready frame=%s metrics=%s store=%s alloc=%s instrumentation=%s io_threads=%u workers=%u max_frame=%u "
+            "xferd-c ready frame=%s metrics=%s store=%s alloc=%s instrumentation=%s alloc_sample=%u io_threads=%u workers=%u max_frame=%u "
             "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u max_uploads_per_conn=%u "
             "max_staged_bytes=%llu min_chunk=%u read_timeout=%s upload_idle_timeout=%s "
             "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s max_meta_entries=%u "
             "malloc=%s malloc_lib=%s version=%s env=%s\n",
-            frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.metrics, cfg.io_threads,
+            frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.metrics,
+            stats_enabled ? (unsigned)cfg.alloc_sample : 0u, cfg.io_threads,
             cfg.workers, cfg.max_frame, cfg.max_chunk, (unsigned long long)cfg.max_file_size, cfg.max_conns,
             cfg.max_uploads, cfg.max_uploads_per_conn, (unsigned long long)cfg.max_staged_bytes, cfg.min_chunk,
             rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt, cfg.max_meta_entries,

@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "allocstat.h"
 #include "pool.h"
 
 typedef struct counter_block {
@@ -20,10 +22,13 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static counter_block *blocks; /* every thread's counters, kept after the thread ends */
 static _Atomic uint64_t orphan_gets; /* counts of threads that could not get a block */
 static _Thread_local counter_block *mine;
+static uint32_t sample_every;              /* 0: no allocation is timed */
+static _Thread_local uint32_t since_sample; /* this thread's allocations since its last timed one */
 
 void mem_init(mem_mode m) { mode = m; }
 mem_mode mem_get_mode(void) { return mode; }
 void mem_set_counting(int on) { counting = on; }
+void mem_set_sampling(uint32_t every) { sample_every = every; }
 
 static void count_get(void) {
     if (!mine) {
@@ -42,10 +47,31 @@ static void count_get(void) {
                           memory_order_relaxed);
 }
 
-void *mem_alloc(size_t n) {
+static inline void *raw_alloc(size_t n) {
     if (mode == MEM_POOL) return pool_alloc(n);
     if (counting) count_get();
     return malloc(n ? n : 1);
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The sampled path, out of line so the common one stays a counter increment and a compare. */
+static __attribute__((noinline)) void *timed_alloc(size_t n) {
+    since_sample = 0;
+    uint64_t t0 = mono_ns();
+    void *p = raw_alloc(n);
+    allocstat_record(mono_ns() - t0);
+    return p;
+}
+
+void *mem_alloc(size_t n) {
+    void *p = sample_every && ++since_sample >= sample_every ? timed_alloc(n) : raw_alloc(n);
+    if (__builtin_expect(!p, 0) && counting) allocstat_failed();
+    return p;
 }
 
 void *mem_calloc(size_t n, size_t size) {
@@ -101,5 +127,6 @@ void mem_shutdown(void) {
     }
     pthread_mutex_unlock(&reg_mu);
     mine = NULL;
+    allocstat_shutdown();
     if (mode == MEM_POOL) pool_destroy();
 }

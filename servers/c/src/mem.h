@@ -18,6 +18,10 @@ mem_mode mem_get_mode(void);
  * The pool (MEM_POOL) keeps its own per-thread counts: they are its bookkeeping, not instrumentation. */
 void mem_set_counting(int on);
 
+/* Times one allocation in every `every` per thread into the allocstat histogram (0: none; --metrics off
+ * passes 0, so no clock is read on the request path). Call before any other thread starts. */
+void mem_set_sampling(uint32_t every);
+
 void *mem_alloc(size_t n);
 void *mem_calloc(size_t n, size_t size); /* zeroed; NULL when n * size overflows */
 void mem_free(void *p);

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "allocstat.h"
 #include "mem.h"
 #include "net.h"
 #include "pool.h"
@@ -96,6 +97,39 @@ static uint64_t rss_bytes(void) {
     return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* The allocator layer's sampled latency and its failures (--metrics on only: the sampling reads clocks). */
+static void write_alloc_latency(sbuf *b) {
+    allocstat_totals t;
+    allocstat_sum(&t);
+    header(b, "xfer_alloc_duration_seconds", "histogram",
+           "Time of single allocations through the allocator layer (the pool, or malloc), one in --alloc-sample "
+           "timed with CLOCK_MONOTONIC.");
+    uint64_t cum = 0;
+    for (unsigned k = 0; k < ALLOCSTAT_NBUCKETS; k++) {
+        cum += t.hist[k];
+        sb_printf(b, "xfer_alloc_duration_seconds_bucket{le=\"%.9g\"} %llu\n", (double)allocstat_bound_ns(k) / 1e9,
+                  (unsigned long long)cum);
+    }
+    cum += t.hist[ALLOCSTAT_NBUCKETS];
+    sb_printf(b, "xfer_alloc_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    sb_printf(b, "xfer_alloc_duration_seconds_sum %.9f\n", (double)t.sum_ns / 1e9);
+    sb_printf(b, "xfer_alloc_duration_seconds_count %llu\n", (unsigned long long)cum);
+    header(b, "xfer_alloc_failures_total", "counter", "Allocations through the allocator layer that returned NULL.");
+    sb_printf(b, "xfer_alloc_failures_total %llu\n", (unsigned long long)t.failures);
+}
+
+/* The pool's cross-thread traffic: its own bookkeeping, counted whatever --metrics says (no clock). */
+static void write_pool_traffic(sbuf *b) {
+    pool_stats ps;
+    pool_stats_get(&ps);
+    header(b, "xfer_alloc_cross_thread_frees_total", "counter",
+           "Pool blocks freed by a thread other than the one whose cache owns them (--alloc pool only).");
+    sb_printf(b, "xfer_alloc_cross_thread_frees_total %llu\n", (unsigned long long)ps.remote_frees);
+    header(b, "xfer_alloc_pool_lock_contended_total", "counter",
+           "Times a thread found a pool cache's remote-free lock held and had to wait (--alloc pool only).");
+    sb_printf(b, "xfer_alloc_pool_lock_contended_total %llu\n", (unsigned long long)ps.lock_contended);
+}
+
 /* The families fed by every call (--metrics on): requests, latency, bytes moved, allocations. */
 static void write_per_call(sbuf *b) {
     stats_block *s = malloc(sizeof *s); /* large: keep it off the stack */
@@ -142,6 +176,7 @@ static void write_per_call(sbuf *b) {
     sb_printf(b, "xfer_buffer_pool_gets_total %llu\n", (unsigned long long)mc.gets);
     header(b, "xfer_buffer_pool_news_total", "counter", "Of those, buffers freshly allocated (all without the pool).");
     sb_printf(b, "xfer_buffer_pool_news_total %llu\n", (unsigned long long)mc.news);
+    write_alloc_latency(b);
 }
 
 char *metrics_render(const metrics_info *mi, size_t *len) {
@@ -165,6 +200,7 @@ char *metrics_render(const metrics_info *mi, size_t *len) {
               mi->version, mi->alloc_label, mi->pool ? "on" : "off");
 
     write_allocator_stats(&b, mi);
+    if (mi->pool) write_pool_traffic(&b);
 
     header(&b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
     sb_printf(&b, "process_resident_memory_bytes %llu\n", (unsigned long long)rss_bytes());

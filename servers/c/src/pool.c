@@ -39,7 +39,7 @@ struct pool_cache {
     free_block *remote;
     _Atomic uint32_t nremote;
     /* counters written by this thread only */
-    _Atomic uint64_t gets, news, remote_frees;
+    _Atomic uint64_t gets, news, remote_frees, lock_contended;
     _Atomic int64_t allocated, resident;
 };
 
@@ -47,6 +47,8 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pool_cache *caches[POOL_MAX_THREADS];
 static unsigned ncaches;
 static _Thread_local pool_cache *tc;
+/* frees of pool blocks by threads with no cache of their own (always cross-thread) */
+static _Atomic uint64_t orphan_remote_frees;
 
 static inline void ctr_add_u(_Atomic uint64_t *c, uint64_t d) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
@@ -96,6 +98,14 @@ static pool_cache *cache_get(void) {
     return c;
 }
 
+/* Takes an owner's remote-list lock; c (the caller's cache) counts the times it was already held, the
+ * pool's one contention point. A trylock first costs nothing more when the lock is free. */
+static void rmu_lock(pool_cache *c, pool_cache *o) {
+    if (pthread_mutex_trylock(&o->rmu) == 0) return;
+    if (c) ctr_add_u(&c->lock_contended, 1);
+    pthread_mutex_lock(&o->rmu);
+}
+
 static inline pool_hdr *hdr_of(free_block *b) { return (pool_hdr *)((char *)b - sizeof(pool_hdr)); }
 
 /* Puts a block owned by c (the calling thread's cache) on its free list, or frees it when full. */
@@ -115,7 +125,7 @@ static void local_put(pool_cache *c, pool_hdr *h) {
 /* Takes every block other threads returned to c. */
 static void drain_remote(pool_cache *c) {
     if (atomic_load_explicit(&c->nremote, memory_order_acquire) == 0) return;
-    pthread_mutex_lock(&c->rmu);
+    rmu_lock(c, c);
     free_block *list = c->remote;
     c->remote = NULL;
     atomic_store_explicit(&c->nremote, 0, memory_order_release);
@@ -130,7 +140,7 @@ static void drain_remote(pool_cache *c) {
 static void flush_batch(pool_cache *c, unsigned owner_id) {
     if (!c->batch_n[owner_id]) return;
     pool_cache *o = caches[owner_id];
-    pthread_mutex_lock(&o->rmu);
+    rmu_lock(c, o);
     c->batch_tail[owner_id]->next = o->remote;
     o->remote = c->batch_head[owner_id];
     atomic_fetch_add_explicit(&o->nremote, c->batch_n[owner_id], memory_order_release);
@@ -202,6 +212,7 @@ void pool_free(void *p) {
     if (!c) { /* no cache for this thread: hand the block straight back to its owner */
         pool_cache *o = h->owner;
         free_block *b = (free_block *)p;
+        atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
         pthread_mutex_lock(&o->rmu);
         b->next = o->remote;
         o->remote = b;
@@ -246,12 +257,14 @@ void pool_thread_flush(void) {
 
 void pool_stats_get(pool_stats *out) {
     memset(out, 0, sizeof *out);
+    out->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
     pthread_mutex_lock(&reg_mu);
     for (unsigned i = 0; i < ncaches; i++) {
         pool_cache *c = caches[i];
         out->gets += atomic_load_explicit(&c->gets, memory_order_relaxed);
         out->news += atomic_load_explicit(&c->news, memory_order_relaxed);
         out->remote_frees += atomic_load_explicit(&c->remote_frees, memory_order_relaxed);
+        out->lock_contended += atomic_load_explicit(&c->lock_contended, memory_order_relaxed);
         out->allocated += atomic_load_explicit(&c->allocated, memory_order_relaxed);
         out->resident += atomic_load_explicit(&c->resident, memory_order_relaxed);
     }

@@ -31,7 +31,8 @@ typedef struct {
     uint64_t news;      /* of which needed fresh memory from malloc */
     int64_t allocated;  /* bytes in blocks handed out and not yet freed */
     int64_t resident;   /* bytes the pool holds from malloc (handed out + cached free) */
-    uint64_t remote_frees; /* frees of a block owned by another thread */
+    uint64_t remote_frees; /* frees of a block owned by another thread (cross-thread frees) */
+    uint64_t lock_contended; /* times a thread found an owner's remote-list lock held and waited */
 } pool_stats;
 
 /* Sums every thread's counters. */

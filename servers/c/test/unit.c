@@ -24,6 +24,7 @@
 #include "reqbody.h"
 #include "store.h"
 #include "check.h"
+#include "allocmetrics.h"
 #include "edges.h"
 #include "vectors.h"
 #include "xfer/v1/file_transfer.pb-c.h"
@@ -972,6 +973,7 @@ int main(int argc, char **argv) {
     test_gen_blocks();
     test_gen_racing_misses();
     test_pool();
+    failures += allocmetrics_run(&checks);
     failures += edges_run(vdir, &checks);
     /* the same store and handler paths again with the pool serving every buffer */
     gen_crc_cache_reset();
