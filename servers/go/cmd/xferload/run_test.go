@@ -20,7 +20,7 @@ func startServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Start(cfg, metrics.BuildInfo{Version: "test", Pool: "on", GOGC: "100", MemLimit: "off"})
+	srv, err := server.Start(cfg, metrics.BuildInfo{Version: "test", Pool: "on", GOGC: "100", MemLimit: "off", FrameCodec: cfg.FrameCodec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ var runtimeMetrics = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile
 // BuildInfo labels xfer_build_info.
 type BuildInfo struct {
 	Version, Pool, GOGC, MemLimit string
+	FrameCodec                    string // --frame-codec: protobuf or gob
 }
 
 // Metrics holds every collector the server updates.
@@ -89,7 +90,7 @@ func buildInfo(info BuildInfo) prometheus.Collector {
 		Name: "xfer_build_info", Help: "Server identity and configuration; always 1.",
 		ConstLabels: prometheus.Labels{
 			"server": "xferd-go", "version": info.Version, "allocator": "go",
-			"pool": info.Pool, "gogc": info.GOGC, "memlimit": info.MemLimit,
+			"pool": info.Pool, "gogc": info.GOGC, "memlimit": info.MemLimit, "frame_codec": info.FrameCodec,
 		},
 	})
 	g.Set(1)
