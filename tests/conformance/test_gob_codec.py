@@ -31,16 +31,16 @@ def gob_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
         yield s
 
 
-def test_ready_line_and_build_info_name_the_codec(gob_server: RunningServer) -> None:
+def test_ready_line_and_metrics_name_the_codec(gob_server: RunningServer) -> None:
     assert gob_server.ready["frame_codec"] == "gob"
     samples = parse_prom(fetch(gob_server.metrics_url))
-    assert total(samples, "xfer_build_info", server="xferd-go", frame_codec="gob") == 1
+    assert total(samples, "xfer_frame_codec_info", codec="gob") == 1
 
 
 def test_default_codec_is_protobuf() -> None:
     with running_server("xferd-go") as s:
         assert s.ready["frame_codec"] == "protobuf"
-        assert total(parse_prom(fetch(s.metrics_url)), "xfer_build_info", frame_codec="protobuf") == 1
+        assert total(parse_prom(fetch(s.metrics_url)), "xfer_frame_codec_info", codec="protobuf") == 1
 
 
 def test_unknown_codec_is_refused_with_its_name() -> None:
