@@ -36,11 +36,11 @@ const (
 
 // startGob runs xferd-go's own server with --frame-codec gob in the test
 // process (under -race); the Python suite drives the binary.
-func startGob(t *testing.T) string {
+func startGob(t *testing.T, extra ...string) string {
 	t.Helper()
-	cfg, err := config.Parse([]string{"--grpc-addr", "127.0.0.1:0", "--frame-addr", "127.0.0.1:0",
+	cfg, err := config.Parse(append([]string{"--grpc-addr", "127.0.0.1:0", "--frame-addr", "127.0.0.1:0",
 		"--metrics-addr", "127.0.0.1:0", "--frame-codec", "gob", "--max-frame", strconv.Itoa(maxFrame),
-		"--max-chunk", "64KiB", "--read-timeout", readTimeout.String()}, func(string) string { return "" }, nil)
+		"--max-chunk", "64KiB", "--read-timeout", readTimeout.String()}, extra...), func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,4 +314,18 @@ func TestTypeDefinitionsAreBounded(t *testing.T) {
 	}
 	var echo xferv1.EchoResponse
 	mustCall(t, dial(t, addr), "Xfer.Echo", &xferv1.EchoRequest{Payload: []byte("new")}, &echo)
+}
+
+// TestConnectionOverMaxConnsGetsTheReasonInGob: the refusal is a seq-0
+// answer on a gob stream, not a frame the client cannot read.
+func TestConnectionOverMaxConnsGetsTheReasonInGob(t *testing.T) {
+	addr := startGob(t, "--max-conns", "1")
+	first := dial(t, addr)
+	var echo xferv1.EchoResponse
+	mustCall(t, first, "Xfer.Echo", &xferv1.EchoRequest{Payload: []byte("1")}, &echo)
+	nc := rawConn(t, addr)
+	if msg := connErrorIn(t, readUntilClosed(t, nc)); msg != "resource_exhausted: too many connections (limit 1)" {
+		t.Fatalf("refusal %q", msg)
+	}
+	mustCall(t, first, "Xfer.Echo", &xferv1.EchoRequest{Payload: []byte("2")}, &echo)
 }
