@@ -49,7 +49,8 @@ test-asan:
 
 # Go fuzz targets as package:Target. Each runs GO_FUZZ_SECONDS (bounded, one worker: the machine is shared);
 # an input that fails is written by go test to that package's testdata/fuzz/<Target>/, where it stays a seed.
-GO_FUZZ := internal/frame:FuzzParseFrame internal/frame:FuzzDecodeUploadChunk internal/errs:FuzzQuote
+GO_FUZZ := internal/frame:FuzzParseFrame internal/frame:FuzzDecodeUploadChunk internal/errs:FuzzQuote \
+  internal/gobrpc:FuzzGobServerCodec
 GO_FUZZ_SECONDS ?= 15
 
 fuzz:

@@ -47,7 +47,7 @@ func run() int {
 	}
 	gogc, memlimit := server.ApplyRuntime(cfg)
 	pool := map[bool]string{true: "on", false: "off"}[cfg.Pool]
-	srv, err := server.Start(cfg, metrics.BuildInfo{Version: version, Pool: pool, GOGC: gogc, MemLimit: memlimit})
+	srv, err := server.Start(cfg, metrics.BuildInfo{Version: version, Pool: pool, GOGC: gogc, MemLimit: memlimit, FrameCodec: cfg.FrameCodec})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
 		return exitFailure

@@ -18,6 +18,7 @@ import (
 // Config is one run's parsed command line.
 type Config struct {
 	Addr     string
+	Codec    string // "protobuf" (the frame protocol) or "gob" (net/rpc's own, --frame-codec gob)
 	Method   string
 	Conns    int
 	Inflight int
@@ -80,6 +81,11 @@ are not sent and are counted in missed_calls. Raise --inflight when latencies gr
 missed_calls is not 0. The latencies include the lateness of the driver's timers (send_lag_us: tens of
 microseconds on an idle machine, about a millisecond on a loaded one).
 
+Codecs: --codec protobuf (the default) speaks the frame protocol (proto/PROTOCOL.md); --codec gob speaks
+net/rpc's own gob stream (proto/GOB.md) to a server run with --frame-codec gob, through one rpc.Client
+per connection on which the --inflight workers make their calls concurrently (net/rpc matches answers by
+sequence number). Calls, checks and figures are the same.
+
 Bounds: --duration (after --warmup) and --max-calls (calls of the run, warmup included, setup not;
 0 = no count bound).
 Exit status: 0 done (even with errors counted), 1 the run failed (connection refused, setup failed),
@@ -87,6 +93,12 @@ Exit status: 0 done (even with errors counted), 1 the run failed (connection ref
 
 flags:
 `
+
+// --codec's values, the same words as xferd-go's --frame-codec.
+const (
+	codecProtobuf = "protobuf"
+	codecGob      = "gob"
+)
 
 // ErrBadFlag marks errors that exit with status 2.
 var ErrBadFlag = errors.New("bad flag")
@@ -105,6 +117,7 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.SetOutput(io.Discard)
 	var size, chunk, fileSize string
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7070", "frame address of the server, HOST:PORT")
+	fs.StringVar(&c.Codec, "codec", codecProtobuf, "the server's --frame-codec: protobuf (frame protocol) or gob (net/rpc's gob stream)")
 	fs.StringVar(&c.Method, "method", "", "upload, download, echo or meta (required)")
 	fs.IntVar(&c.Conns, "conns", 1, "TCP connections")
 	fs.IntVar(&c.Inflight, "inflight", 1, "calls in flight per connection (1 to 256)")
@@ -158,6 +171,8 @@ func (c *Config) check() error {
 	switch {
 	case c.Method != "upload" && c.Method != "download" && c.Method != "echo" && c.Method != "meta":
 		return badFlag("method", "want upload, download, echo or meta, got %q", c.Method)
+	case c.Codec != codecProtobuf && c.Codec != codecGob:
+		return badFlag("codec", "want %s or %s, got %q", codecProtobuf, codecGob, c.Codec)
 	case c.Entries < 0 || c.Entries > maxMetaEntries:
 		return badFlag("entries", "want 0 to %d, got %d", maxMetaEntries, c.Entries)
 	case c.Addr == "" || !strings.Contains(c.Addr, ":"):

@@ -52,6 +52,7 @@ func TestParseFlagsErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--method", "meta", "--entry-size", "0-4"}, "-entry-size: want MIN-MAX"},
 		{[]string{"--method", "meta", "--entry-size", "4-257"}, "-entry-size"},
 		{[]string{"--method", "meta", "--entry-size", "04-8"}, "-entry-size"},
+		{[]string{"--method", "echo", "--codec", "json"}, `-codec: want protobuf or gob, got "json"`},
 	}
 	for _, tc := range cases {
 		_, err := parseFlags(tc.args, &bytes.Buffer{})

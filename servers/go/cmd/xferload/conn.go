@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/rpc"
 	"strings"
 	"sync"
 
@@ -20,6 +21,9 @@ import (
 type conn struct {
 	nc       net.Conn
 	maxFrame uint32
+	// gob, when set, is the connection's net/rpc client (--codec gob): calls
+	// go through gobCall and the frame fields below are unused.
+	gob *rpc.Client
 
 	wmu sync.Mutex // one request at a time on the wire
 	mu  sync.Mutex
@@ -43,10 +47,13 @@ type slot struct {
 // under the code "connection".
 var errConn = errors.New("connection failed")
 
-func dial(addr string, maxBody uint64) (*conn, error) {
+func dial(addr string, maxBody uint64, codec string) (*conn, error) {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if codec == codecGob {
+		return dialGob(nc), nil
 	}
 	// Responses carry up to one chunk plus a small header; the servers' own
 	// frame limit is the floor.

@@ -64,6 +64,7 @@ type downloadSession struct {
 	started bool
 	running uint32 // CRC-32 of this pass so far
 	buf     []byte
+	gobResp xferv1.ReadResponse // --codec gob: the answer, its data buffer reused
 }
 
 func (s *downloadSession) call(c *conn) (uint64, string, error) {
@@ -74,17 +75,9 @@ func (s *downloadSession) call(c *conn) (uint64, string, error) {
 	if length == 0 {
 		length = s.d.chunk // an empty file: offset = size = 0 reads empty data
 	}
-	req, _ := proto.Marshal(&xferv1.ReadRequest{Name: s.d.name, Offset: s.offset, Length: uint32(length)})
-	b, errStr, err := c.call("Xfer.Read", net.Buffers{req}, &s.buf)
-	if err != nil {
-		return 0, "", err
-	}
-	if errStr != "" {
-		return 0, errCode(errStr), nil
-	}
-	data, size, crc, err := decodeRead(b)
-	if err != nil {
-		return 0, "verify_body", nil
+	data, size, crc, code, err := s.read(c, &xferv1.ReadRequest{Name: s.d.name, Offset: s.offset, Length: uint32(length)})
+	if code != "" || err != nil {
+		return 0, code, err
 	}
 	if !s.started {
 		s.size, s.crc, s.started = size, crc, true
@@ -111,6 +104,27 @@ func (s *downloadSession) call(c *conn) (uint64, string, error) {
 		return n, "verify_crc32", nil
 	}
 	return n, "", nil
+}
+
+// read makes one Read call in the connection's codec; code is "" on
+// success, else the server's error code or verify_body.
+func (s *downloadSession) read(c *conn, req *xferv1.ReadRequest) (data []byte, size uint64, crc uint32, code string, err error) {
+	if c.gob != nil {
+		// gob leaves a field it did not receive as it was: empty them first.
+		r := &s.gobResp
+		r.Data, r.Size, r.Crc32 = r.Data[:0], 0, 0
+		code, err = c.gobCall("Xfer.Read", req, r)
+		return r.Data, r.Size, r.Crc32, code, err
+	}
+	body, _ := proto.Marshal(req)
+	b, errStr, err := c.call("Xfer.Read", net.Buffers{body}, &s.buf)
+	if err != nil || errStr != "" {
+		return nil, 0, 0, errCode(errStr), err
+	}
+	if data, size, crc, err = decodeRead(b); err != nil {
+		return nil, 0, 0, "verify_body", nil
+	}
+	return data, size, crc, "", nil
 }
 
 // restart begins a new pass at offset 0.

@@ -15,6 +15,7 @@ import (
 // metaLoad sends one request of --entries small key/value entries per call (the same for every call, drawn
 // once from a fixed seed) and checks the answer: every entry, sorted by key, and the digest.
 type metaLoad struct {
+	req      *xferv1.MetaRequest
 	body     []byte
 	want     []*xferv1.MetaEntry // the request's entries sorted by key
 	wantCRC  uint32
@@ -40,6 +41,7 @@ func newMeta(cfg *Config) (*metaLoad, error) {
 	slices.SortFunc(m.want, func(a, b *xferv1.MetaEntry) int { return strings.Compare(a.Key, b.Key) })
 	m.wantCRC = meta.Digest(m.want)
 	var err error
+	m.req = req
 	m.body, err = proto.Marshal(req)
 	return m, err
 }
@@ -65,7 +67,7 @@ type metaSession struct {
 }
 
 func (s *metaSession) call(c *conn) (uint64, string, error) {
-	if code, err := unary(c, "Xfer.Meta", s.m.body, &s.buf, &s.resp); code != "" || err != nil {
+	if code, err := s.send(c); code != "" || err != nil {
 		return 0, code, err
 	}
 	if code := s.m.check(&s.resp); code != "" {
@@ -101,4 +103,14 @@ func parseEntrySize(s string) (lo, hi int, err error) {
 		return 0, 0, badFlag("entry-size", "want MIN-MAX bytes with 1 <= MIN <= MAX <= %d, got %q", meta.MaxKey, s)
 	}
 	return lo, hi, nil
+}
+
+// send makes the call in the connection's codec; a gob answer is decoded
+// into emptied fields, since gob leaves a field it did not receive as it was.
+func (s *metaSession) send(c *conn) (string, error) {
+	if c.gob != nil {
+		s.resp.Entries, s.resp.Digest = nil, 0 // reused entries would keep fields an answer left out
+		return c.gobCall("Xfer.Meta", s.m.req, &s.resp)
+	}
+	return unary(c, "Xfer.Meta", s.m.body, &s.buf, &s.resp)
 }

@@ -74,7 +74,7 @@ func run(cfg *Config, runID string) (Result, error) {
 func dialAll(cfg *Config) ([]*conn, error) {
 	conns := make([]*conn, 0, cfg.Conns)
 	for range cfg.Conns {
-		c, err := dial(cfg.Addr, max(cfg.Chunk, cfg.Size))
+		c, err := dial(cfg.Addr, max(cfg.Chunk, cfg.Size), cfg.Codec)
 		if err != nil {
 			return conns, fmt.Errorf("cannot connect to %s: %w", cfg.Addr, err)
 		}

@@ -60,9 +60,9 @@ func (s *uploadSession) call(c *conn) (uint64, string, error) {
 }
 
 func (s *uploadSession) begin(c *conn) (uint64, string, error) {
-	req, _ := proto.Marshal(&xferv1.UploadBeginRequest{Name: s.name, Size: s.u.fileSize, ChunkSize: uint32(len(s.u.chunk))})
+	req := &xferv1.UploadBeginRequest{Name: s.name, Size: s.u.fileSize, ChunkSize: uint32(len(s.u.chunk))}
 	var resp xferv1.UploadBeginResponse
-	if code, err := s.do(c, "Xfer.UploadBegin", net.Buffers{req}, &resp); code != "" || err != nil {
+	if code, err := s.do(c, "Xfer.UploadBegin", req, &resp); code != "" || err != nil {
 		return 0, code, err
 	}
 	if resp.UploadId == 0 {
@@ -74,20 +74,9 @@ func (s *uploadSession) begin(c *conn) (uint64, string, error) {
 
 func (s *uploadSession) sendChunk(c *conn) (uint64, string, error) {
 	n := min(uint64(len(s.u.chunk)), s.u.fileSize-s.offset)
-	data := s.u.chunk[:n]
-	// The body is encoded around the chunk, which is written from where it
-	// is (writev), never copied: the driver must not be the bottleneck.
-	var head []byte
-	head = protowire.AppendTag(head, 1, protowire.VarintType)
-	head = protowire.AppendVarint(head, s.id)
-	if s.offset != 0 {
-		head = protowire.AppendTag(head, 2, protowire.VarintType)
-		head = protowire.AppendVarint(head, s.offset)
-	}
-	head = protowire.AppendTag(head, 3, protowire.BytesType)
-	head = protowire.AppendVarint(head, n)
+	req := &xferv1.UploadChunkRequest{UploadId: s.id, Offset: s.offset, Data: s.u.chunk[:n]}
 	var resp xferv1.UploadChunkResponse
-	code, err := s.do(c, "Xfer.UploadChunk", net.Buffers{head, data}, &resp)
+	code, err := s.do(c, "Xfer.UploadChunk", req, &resp)
 	if code != "" || err != nil {
 		s.id = 0 // a failed chunk leaves a hole: start a new file
 		return 0, code, err
@@ -101,10 +90,10 @@ func (s *uploadSession) sendChunk(c *conn) (uint64, string, error) {
 }
 
 func (s *uploadSession) commit(c *conn) (uint64, string, error) {
-	req, _ := proto.Marshal(&xferv1.UploadCommitRequest{UploadId: s.id, Crc32: s.u.crc})
+	req := &xferv1.UploadCommitRequest{UploadId: s.id, Crc32: s.u.crc}
 	s.id = 0
 	var resp xferv1.UploadCommitResponse
-	if code, err := s.do(c, "Xfer.UploadCommit", net.Buffers{req}, &resp); code != "" || err != nil {
+	if code, err := s.do(c, "Xfer.UploadCommit", req, &resp); code != "" || err != nil {
 		return 0, code, err
 	}
 	if resp.Size != s.u.fileSize || resp.Crc32 != s.u.crc {
@@ -113,9 +102,14 @@ func (s *uploadSession) commit(c *conn) (uint64, string, error) {
 	return 0, "", nil
 }
 
-// do makes one call with a small answer, decoded into resp.
-func (s *uploadSession) do(c *conn, method string, body net.Buffers, resp proto.Message) (string, error) {
-	b, errStr, err := c.call(method, body, &s.buf)
+// do makes one call with a small answer, decoded into resp (a fresh one:
+// gob leaves fields it did not receive as they were), in the connection's
+// codec.
+func (s *uploadSession) do(c *conn, method string, req, resp proto.Message) (string, error) {
+	if c.gob != nil {
+		return c.gobCall(method, req, resp)
+	}
+	b, errStr, err := c.call(method, frameBody(req), &s.buf)
 	if err != nil {
 		return "", err
 	}
@@ -126,4 +120,25 @@ func (s *uploadSession) do(c *conn, method string, body net.Buffers, resp proto.
 		return "verify_body", nil
 	}
 	return "", nil
+}
+
+// frameBody encodes a request for the frame protocol. A chunk's body is
+// encoded around its data, which is written from where it is (writev),
+// never copied: the driver must not be the bottleneck.
+func frameBody(req proto.Message) net.Buffers {
+	ch, ok := req.(*xferv1.UploadChunkRequest)
+	if !ok {
+		b, _ := proto.Marshal(req)
+		return net.Buffers{b}
+	}
+	var head []byte
+	head = protowire.AppendTag(head, 1, protowire.VarintType)
+	head = protowire.AppendVarint(head, ch.UploadId)
+	if ch.Offset != 0 {
+		head = protowire.AppendTag(head, 2, protowire.VarintType)
+		head = protowire.AppendVarint(head, ch.Offset)
+	}
+	head = protowire.AppendTag(head, 3, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(len(ch.Data)))
+	return net.Buffers{head, ch.Data}
 }

@@ -36,6 +36,10 @@ const (
 	// 16 workers Echo cost about 0.8x bare grpc-go's server CPU per call (BENCHMARKS.md, issue 12). Streams beyond the
 	// workers still get their own goroutine, so this never queues a call.
 	DefaultGRPCStreamWorkers = 16
+	// CodecProtobuf and CodecGob are --frame-codec's values: the frame
+	// protocol of PROTOCOL.md, or net/rpc's own gob stream (GOB.md).
+	CodecProtobuf = "protobuf"
+	CodecGob      = "gob"
 	// minMaxFrame: a frame must at least hold its two length fields.
 	minMaxFrame = 8
 )
@@ -48,6 +52,7 @@ type Config struct {
 	GOGC                             *int   // nil: leave the runtime's (GOGC env); -1 is off
 	MemLimit                         *int64 // nil: leave the runtime's (GOMEMLIMIT env); MaxInt64 is off
 	Limits                           limits.Limits
+	FrameCodec                       string // the frame listener's net/rpc codec: "protobuf" or "gob"
 
 	GRPCInitialWindowSize     int32
 	GRPCInitialConnWindowSize int32
@@ -81,7 +86,7 @@ const versionFlag = "version"
 // The help text goes to out. flag.ErrHelp is returned for -h and --help,
 // ErrVersion for --version.
 func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	c := &Config{Store: "mem", Pool: true, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
+	c := &Config{Store: "mem", Pool: true, FrameCodec: CodecProtobuf, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
 		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize, GRPCStreamWorkers: DefaultGRPCStreamWorkers}
 	fs := flag.NewFlagSet("xferd-go", flag.ContinueOnError)
 	// The flag package's own messages are silenced: the caller prints one
@@ -130,6 +135,7 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.FrameAddr, "frame-addr", DefaultFrameAddr, "frame protocol listen address, `HOST:PORT`")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", DefaultMetricsAddr, "/metrics and /debug/pprof listen address, `HOST:PORT`")
 	fs.StringVar(&c.Store, "store", c.Store, "file store, in memory or in a directory: `mem|disk:DIR`")
+	fs.StringVar(&c.FrameCodec, "frame-codec", c.FrameCodec, "the frame listener's net/rpc codec, `protobuf|gob` (gob: net/rpc's own, proto/GOB.md)")
 	fs.Var(onOffValue{&c.Pool}, "pool", "sync.Pool chunk buffers, `on|off`")
 	fs.Func("gogc", "GC percent, `PERCENT|off` (default: the runtime's, from GOGC, else 100)", func(s string) error {
 		v, err := parseGOGC(s)
@@ -175,6 +181,7 @@ func (c *Config) validate() error {
 	}
 	check(c.Store != "mem" && c.DiskDir() == "", "--store %q: want mem or disk:DIR", c.Store)
 	check(strings.ContainsAny(c.Store, " \t\n"), "--store %q: the directory must not contain white space (the startup line is space-separated)", c.Store)
+	check(c.FrameCodec != CodecProtobuf && c.FrameCodec != CodecGob, "--frame-codec %q: want %s or %s", c.FrameCodec, CodecProtobuf, CodecGob)
 	check(l.MaxFrame < minMaxFrame, "--max-frame %d: must be at least %d", l.MaxFrame, minMaxFrame)
 	check(l.MaxChunk == 0, "--max-chunk must be at least 1")
 	check(l.MaxConnCalls < 1, "--max-conn-calls %d: must be at least 1", l.MaxConnCalls)

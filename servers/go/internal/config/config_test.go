@@ -38,6 +38,20 @@ func TestFlagBeatsEnv(t *testing.T) {
 	}
 }
 
+func TestFrameCodec(t *testing.T) {
+	c, err := Parse(nil, env(nil), io.Discard)
+	if err != nil || c.FrameCodec != CodecProtobuf {
+		t.Fatalf("default: %v %+v", err, c)
+	}
+	if c, err = Parse(nil, env(map[string]string{"XFERD_FRAME_CODEC": "gob"}), io.Discard); err != nil || c.FrameCodec != CodecGob {
+		t.Fatalf("env: %v %+v", err, c)
+	}
+	_, err = Parse([]string{"--frame-codec", "json"}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `--frame-codec "json": want protobuf or gob`) {
+		t.Fatalf("bad value: %v", err)
+	}
+}
+
 func TestConnFlags(t *testing.T) {
 	c, err := Parse([]string{"--max-conns", "7", "--max-conn-unsent", "1MiB"},
 		env(map[string]string{"XFERD_MAX_CONN_CALLS": "3", "XFERD_DRAIN_TIMEOUT": "250ms"}), io.Discard)

@@ -16,14 +16,27 @@ const (
 	maxAcceptBackoff = time.Second
 )
 
+// ConnCodec is what a Server serves one connection with: a net/rpc
+// ServerCodec that Shutdown can stop between requests.
+type ConnCodec interface {
+	rpc.ServerCodec
+	// Interrupt makes a codec blocked between requests return (shutdown).
+	Interrupt()
+}
+
+// NewCodecFunc makes a connection's codec; closing, once set, asks it to
+// stop at the next request boundary.
+type NewCodecFunc func(conn net.Conn, cfg *CodecConfig, closing *atomic.Bool) ConnCodec
+
 // Server serves the frame protocol: one net/rpc ServeCodec per connection.
 type Server struct {
-	perConn func() (*rpc.Server, func(), error)
-	cfg     *CodecConfig
-	closing atomic.Bool
+	perConn  func() (*rpc.Server, func(), error)
+	cfg      *CodecConfig
+	newCodec NewCodecFunc
+	closing  atomic.Bool
 
 	mu     sync.Mutex
-	codecs map[*ServerCodec]struct{}
+	codecs map[ConnCodec]net.Conn
 	wg     sync.WaitGroup
 }
 
@@ -36,7 +49,18 @@ func NewServer(rpcServer *rpc.Server, cfg *CodecConfig) *Server {
 // for it, and calls the hook perConn returns once that connection's calls
 // are all answered and it is closed.
 func NewConnServer(perConn func() (*rpc.Server, func(), error), cfg *CodecConfig) *Server {
-	return &Server{perConn: perConn, cfg: cfg, codecs: make(map[*ServerCodec]struct{})}
+	return &Server{perConn: perConn, cfg: cfg, newCodec: newFrameCodec, codecs: make(map[ConnCodec]net.Conn)}
+}
+
+// WithCodec serves every connection with the codec newCodec makes (gob, for
+// --frame-codec gob) instead of the frame protocol's; call before Serve.
+func (s *Server) WithCodec(newCodec NewCodecFunc) *Server {
+	s.newCodec = newCodec
+	return s
+}
+
+func newFrameCodec(conn net.Conn, cfg *CodecConfig, closing *atomic.Bool) ConnCodec {
+	return NewServerCodec(conn, cfg, closing)
 }
 
 // Serve accepts connections until ln closes; it returns nil when the close
@@ -68,9 +92,9 @@ func (s *Server) serveConn(conn net.Conn) {
 		_ = conn.Close() // cannot serve it; registration failing is a bug, not the client's doing
 		return
 	}
-	c := NewServerCodec(conn, s.cfg, &s.closing)
+	c := s.newCodec(conn, s.cfg, &s.closing)
 	s.mu.Lock()
-	s.codecs[c] = struct{}{}
+	s.codecs[c] = conn
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -102,8 +126,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		for c := range s.codecs {
-			_ = c.conn.Close() // forced stop: the client loses this connection
+		for _, conn := range s.codecs {
+			_ = conn.Close() // forced stop: the client loses this connection
 		}
 		s.mu.Unlock()
 		return ctx.Err()

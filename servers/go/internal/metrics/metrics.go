@@ -34,6 +34,7 @@ var runtimeMetrics = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile
 // BuildInfo labels xfer_build_info.
 type BuildInfo struct {
 	Version, Pool, GOGC, MemLimit string
+	FrameCodec                    string // --frame-codec: protobuf or gob, on xfer_frame_codec_info
 }
 
 // Metrics holds every collector the server updates.
@@ -78,6 +79,7 @@ func New(info BuildInfo, poolGets, poolNews func() uint64) *Metrics {
 			Name: "xfer_buffer_pool_news_total", Help: "Buffers freshly allocated (pool miss or pool off).",
 		}, func() float64 { return float64(poolNews()) }),
 		buildInfo(info),
+		frameCodecInfo(info.FrameCodec),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(runtimeMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -91,6 +93,18 @@ func buildInfo(info BuildInfo) prometheus.Collector {
 			"server": "xferd-go", "version": info.Version, "allocator": "go",
 			"pool": info.Pool, "gogc": info.GOGC, "memlimit": info.MemLimit,
 		},
+	})
+	g.Set(1)
+	return g
+}
+
+// frameCodecInfo names the frame listener's codec. It is its own gauge, not
+// a label of xfer_build_info, whose labels both servers share (xferd-c has
+// only the frame protocol's codec).
+func frameCodecInfo(codec string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "xfer_frame_codec_info", Help: "The frame listener's net/rpc codec (--frame-codec); always 1.",
+		ConstLabels: prometheus.Labels{"codec": codec},
 	})
 	g.Set(1)
 	return g

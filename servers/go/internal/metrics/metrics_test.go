@@ -11,7 +11,7 @@ import (
 )
 
 func TestExposition(t *testing.T) {
-	m := New(BuildInfo{Version: "t", Pool: "on", GOGC: "100", MemLimit: "off"},
+	m := New(BuildInfo{Version: "t", Pool: "on", GOGC: "100", MemLimit: "off", FrameCodec: "gob"},
 		func() uint64 { return 7 }, func() uint64 { return 3 })
 	f := m.For("frame")
 	f.Started()
@@ -37,6 +37,7 @@ func TestExposition(t *testing.T) {
 		`xfer_buffer_pool_gets_total 7`,
 		`xfer_buffer_pool_news_total 3`,
 		`xfer_build_info{allocator="go",gogc="100",memlimit="off",pool="on",server="xferd-go",version="t"} 1`,
+		`xfer_frame_codec_info{codec="gob"} 1`,
 		`go_gc_duration_seconds`,
 		`go_sched_pauses_total_gc_seconds_bucket`,
 		`go_memstats_heap_alloc_bytes`,

@@ -19,7 +19,7 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 	}
 	g, f, m := s.Addrs()
 	kv := []any{
-		"grpc", g, "frame", f, "metrics", m, "store", c.Store, "pool", pool,
+		"grpc", g, "frame", f, "frame_codec", c.FrameCodec, "metrics", m, "store", c.Store, "pool", pool,
 		"gogc", gogc, "memlimit", memlimit,
 		"max_frame", l.MaxFrame, "max_chunk", l.MaxChunk, "max_file_size", l.MaxFileSize,
 		"max_conns", l.MaxConns, "max_uploads", l.MaxUploads,

@@ -21,6 +21,7 @@ import (
 	"xferbench/servers/go/internal/config"
 	"xferbench/servers/go/internal/errs"
 	"xferbench/servers/go/internal/frame"
+	"xferbench/servers/go/internal/gobrpc"
 	"xferbench/servers/go/internal/grpcsvc"
 	"xferbench/servers/go/internal/limits"
 	"xferbench/servers/go/internal/metrics"
@@ -85,8 +86,8 @@ func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 	grpcLim := netx.NewLimiter(cfg.Limits.MaxConns, m.ConnOpened, m.ConnClosed)
 	frameLim := netx.NewLimiter(cfg.Limits.MaxConns, m.ConnOpened, m.ConnClosed)
 	grpcLn := netx.Wrap(lns[0], grpcLim, rejectGRPC)
-	frameLn := netx.Wrap(lns[1], frameLim, rejectFrame(frameTooMany(frameLim.Max())))
-	frameLn.NoFDs = refuseFrame(errs.New(errs.ResourceExhausted, "out of file descriptors").Error())
+	frameLn := netx.Wrap(lns[1], frameLim, rejectFrame(cfg.FrameCodec, frameTooMany(frameLim.Max())))
+	frameLn.NoFDs = refuseFrame(cfg.FrameCodec, errs.New(errs.ResourceExhausted, "out of file descriptors").Error())
 	s.startGRPC(grpcLn, pool, m)
 	if err := s.startFrame(frameLn, pool, m); err != nil {
 		s.grpc.Stop()
@@ -197,6 +198,9 @@ func (s *Server) startFrame(ln net.Listener, pool *bufpool.Pool, m *metrics.Metr
 		Observer:      m.For("frame"),
 		OnWritten:     release,
 	})
+	if s.cfg.FrameCodec == config.CodecGob {
+		s.frame.WithCodec(gobrpc.NewServerCodec)
+	}
 	s.frameLn = ln
 	go func() { s.report("frame", s.frame.Serve(ln)) }()
 	return nil
@@ -231,9 +235,9 @@ func frameTooMany(limit int) string {
 }
 
 // rejectFrame answers a connection over the limit with the seq=0 error.
-func rejectFrame(msg string) func(net.Conn) {
+func rejectFrame(codec, msg string) func(net.Conn) {
 	return func(c net.Conn) {
-		if err := frame.WriteConnError(c, nil, refuseWriteTimeout, msg); err != nil {
+		if err := writeConnError(codec, c, msg); err != nil {
 			_ = c.Close() // the client went away first
 			return
 		}
@@ -243,10 +247,18 @@ func rejectFrame(msg string) func(net.Conn) {
 
 // refuseFrame writes the seq=0 error only; the caller closes the connection
 // at once, since it holds the last spare descriptor meanwhile.
-func refuseFrame(msg string) func(net.Conn) {
+func refuseFrame(codec, msg string) func(net.Conn) {
 	return func(c net.Conn) {
-		_ = frame.WriteConnError(c, nil, refuseWriteTimeout, msg) // best effort: it is being dropped
+		_ = writeConnError(codec, c, msg) // best effort: it is being dropped
 	}
+}
+
+// writeConnError writes the seq=0 error in the listener's codec.
+func writeConnError(codec string, c net.Conn, msg string) error {
+	if codec == config.CodecGob {
+		return gobrpc.WriteConnError(c, refuseWriteTimeout, msg)
+	}
+	return frame.WriteConnError(c, nil, refuseWriteTimeout, msg)
 }
 
 // Addrs are the bound gRPC, frame and metrics addresses.
