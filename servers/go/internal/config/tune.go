@@ -17,8 +17,8 @@ func (c *Config) registerTune(fs *flag.FlagSet) {
 	fs.DurationVar(&t.Window, "gogc-window", t.Window, "--gogc adaptive: the live heap's growth rate is measured over this window")
 	fs.IntVar(&t.Min, "gogc-min", t.Min, "--gogc adaptive: the lowest GC percent it sets, reached at --gogc-fast-growth")
 	fs.IntVar(&t.Max, "gogc-max", t.Max, "--gogc adaptive: the highest GC percent it sets, reached at --gogc-flat-growth")
-	fs.Float64Var(&t.FlatGrowth, "gogc-flat-growth", t.FlatGrowth, "--gogc adaptive: growth rate (fraction of the heap per second) at or below which the percent is --gogc-max")
-	fs.Float64Var(&t.FastGrowth, "gogc-fast-growth", t.FastGrowth, "--gogc adaptive: growth rate (fraction of the heap per second) at or above which the percent is --gogc-min")
+	fs.Float64Var(&t.FlatGrowth, "gogc-flat-growth", t.FlatGrowth, "--gogc adaptive: growth `RATE` (fraction of the heap per second) at or below which the percent is --gogc-max")
+	fs.Float64Var(&t.FastGrowth, "gogc-fast-growth", t.FastGrowth, "--gogc adaptive: growth `RATE` (fraction of the heap per second) at or above which the percent is --gogc-min")
 	fs.IntVar(&t.DeadBand, "gogc-dead-band", t.DeadBand, "--gogc adaptive: a new percent closer than this to the one in force is not set")
 }
 
