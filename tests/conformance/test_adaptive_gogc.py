@@ -40,6 +40,7 @@ def gogc(live: RunningServer) -> tuple[float, float]:
 def test_a_burst_of_uploads_lowers_the_percent_then_it_returns() -> None:
     with running_server("xferd-go", [*FAST, "--store", "mem"]) as live:
         assert live.ready["gogc"] == "adaptive"
+        assert (live.ready["gogc_window"], live.ready["gogc_min"], live.ready["log_level"]) == ("1s", "15", "debug")
         assert metrics(live).label_values("xfer_build_info")["gogc"] == "adaptive"  # type: ignore[index]
         assert gogc(live) == (180, 0), "an idle server starts at --gogc-max with no change"
         lowest, files = 180.0, 0
