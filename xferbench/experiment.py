@@ -149,11 +149,11 @@ def _pos_int(v: Any) -> str:
 
 
 def _gogc(v: Any) -> str:
-    if v == "off" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+    if v in ("off", "adaptive") or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
         return str(v)
     if isinstance(v, str) and v.isdigit() and int(v) > 0:
         return v
-    raise ValueError('a positive integer (percent) | "off"')
+    raise ValueError('a positive integer (percent) | "off" | "adaptive"')
 
 
 def _bytes_or_off(v: Any) -> str:
@@ -231,6 +231,11 @@ SERVER_SPECS: dict[str, ServerSpec] = {
         {
             "pool": _one_of(*ON_OFF),
             "gogc": _gogc,
+            # --gogc adaptive's parameters (docs/DESIGN.md "Adaptive GOGC"); xferd-go checks their ranges.
+            "gogc-interval": _duration,
+            "gogc-window": _duration,
+            "gogc-min": _pos_int,
+            "gogc-max": _pos_int,
             "memlimit": _bytes_or_off,
             "store": _store,
             **_LIMIT_FLAGS,

@@ -334,3 +334,21 @@ def test_load_mode_error_in_a_group_names_the_group() -> None:
         parse(GO + '[servers.load]\nmode = "closed"\n' + GO + 'label = "b"\n[servers.load]\nmode = "open"\n')
     msg = str(ei.value)
     assert "servers[1]" in msg and 'load.mode = "open" needs load.rate' in msg, msg
+
+
+def test_adaptive_gogc_fits_six_minutes_with_intervals() -> None:
+    """experiments/adaptive-gogc.toml: adaptive against static 50/100/200 under a spike, with verdicts."""
+    e = xe.load_file("adaptive-gogc")
+    assert e.repeats >= stats.MIN_REPEATS
+    assert e.estimated_seconds(per_run_overhead_s=3.5) <= 360
+    assert {c.flags["gogc"] for c in e.cells} == {"adaptive", "50", "100", "200"}
+    assert {c.load.profile for c in e.cells} == {"spike"}
+
+
+def test_gogc_adaptive_and_its_parameters_are_server_flags() -> None:
+    e = parse('[[servers]]\nserver = "xferd-go"\n[servers.flags]\ngogc = "adaptive"\ngogc-window = "3s"\n'
+              'gogc-interval = "500ms"\ngogc-min = 20\ngogc-max = 150\n')
+    assert e.cells[0].server_argv()[-5:] == ["--gogc=adaptive", "--gogc-window=3000ms", "--gogc-interval=500ms",
+                                             "--gogc-min=20", "--gogc-max=150"]
+    refused('[[servers]]\nserver = "xferd-go"\n[servers.flags]\ngogc = "adaptiv"',
+            ["servers[0].flags.gogc", '"adaptive"'])

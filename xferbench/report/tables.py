@@ -25,6 +25,7 @@ SHORT = (
     "server_cpu_cores",
     "rss_peak_bytes",
     "gc_pause_total_s",
+    "gc_cpu_share",  # GC CPU over server CPU: what a GOGC setting trades against RSS (adaptive-gogc.toml)
     "alloc_resident_bytes",
     "gen_cpu_cores",
 )

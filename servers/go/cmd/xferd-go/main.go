@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -45,6 +46,8 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "xferd-go: error: %v\n", err)
 		return exitBadFlag
 	}
+	// Debug lines (each --gogc adaptive change) go to stderr after the ready line.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	gogc, memlimit := server.ApplyRuntime(cfg)
 	pool := map[bool]string{true: "on", false: "off"}[cfg.Pool]
 	srv, err := server.Start(cfg, metrics.BuildInfo{Version: version, Pool: pool, GOGC: gogc, MemLimit: memlimit, FrameCodec: cfg.FrameCodec})

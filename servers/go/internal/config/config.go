@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
 	"strings"
 
+	"xferbench/servers/go/internal/gctune"
 	"xferbench/servers/go/internal/limits"
 )
 
@@ -49,7 +51,10 @@ type Config struct {
 	GRPCAddr, FrameAddr, MetricsAddr string
 	Store                            string // "mem" or "disk:DIR"
 	Pool                             bool
-	GOGC                             *int   // nil: leave the runtime's (GOGC env); -1 is off
+	GOGC                             *int // nil: leave the runtime's (GOGC env); -1 is off
+	GOGCAdaptive                     bool // --gogc adaptive: GCTune sets the percent (GOGC is nil)
+	GCTune                           gctune.Params
+	LogLevel                         slog.Level
 	MemLimit                         *int64 // nil: leave the runtime's (GOMEMLIMIT env); MaxInt64 is off
 	Limits                           limits.Limits
 	FrameCodec                       string // the frame listener's net/rpc codec: "protobuf" or "gob"
@@ -86,7 +91,7 @@ const versionFlag = "version"
 // The help text goes to out. flag.ErrHelp is returned for -h and --help,
 // ErrVersion for --version.
 func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	c := &Config{Store: "mem", Pool: true, FrameCodec: CodecProtobuf, Limits: limits.Defaults(), GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
+	c := &Config{Store: "mem", Pool: true, FrameCodec: CodecProtobuf, Limits: limits.Defaults(), GCTune: gctune.Defaults(), LogLevel: slog.LevelInfo, GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
 		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize, GRPCStreamWorkers: DefaultGRPCStreamWorkers}
 	fs := flag.NewFlagSet("xferd-go", flag.ContinueOnError)
 	// The flag package's own messages are silenced: the caller prints one
@@ -106,6 +111,9 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, e
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := applyEnv(fs, getenv); err != nil {
+		return nil, err
+	}
+	if err := c.checkTuneFlags(fs); err != nil {
 		return nil, err
 	}
 	return c, c.validate()
@@ -137,11 +145,17 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", c.Store, "file store, in memory or in a directory: `mem|disk:DIR`")
 	fs.StringVar(&c.FrameCodec, "frame-codec", c.FrameCodec, "the frame listener's net/rpc codec, `protobuf|gob` (gob: net/rpc's own, proto/GOB.md)")
 	fs.Var(onOffValue{&c.Pool}, "pool", "sync.Pool chunk buffers, `on|off`")
-	fs.Func("gogc", "GC percent, `PERCENT|off` (default: the runtime's, from GOGC, else 100)", func(s string) error {
+	fs.Func("gogc", "GC percent, `PERCENT|off|adaptive` (default: the runtime's, from GOGC, else 100; adaptive: set from the live heap's growth, --gogc-* below)", func(s string) error {
+		c.GOGCAdaptive = s == "adaptive"
+		if c.GOGCAdaptive {
+			c.GOGC = nil
+			return nil
+		}
 		v, err := parseGOGC(s)
 		c.GOGC = &v
 		return err
 	})
+	c.registerTune(fs)
 	fs.Func("memlimit", "soft memory limit, `SIZE|off` (default: the runtime's, from GOMEMLIMIT, else off)", func(s string) error {
 		v, err := parseMemLimit(s)
 		c.MemLimit = &v
@@ -168,6 +182,7 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default, 32KiB)")
 	fs.Var(uint32Value{&c.GRPCMaxConcurrentStreams}, "grpc-max-concurrent-streams", "streams per gRPC connection, `N`")
 	fs.Var(uint32Value{&c.GRPCStreamWorkers}, "grpc-stream-workers", "grpc-go stream worker goroutines kept for new streams, `N` (0: a new goroutine per stream, grpc-go's default)")
+	fs.Var(logLevelValue{&c.LogLevel}, "log-level", "stderr log level, `info|debug` (debug: every adaptive GOGC change)")
 	fs.Bool(versionFlag, false, "print the version and exit")
 }
 
@@ -195,6 +210,11 @@ func (c *Config) validate() error {
 	check(l.MinChunk < 1, "--min-chunk must be at least 1")
 	check(l.ReadTimeout <= 0, "--read-timeout %v: must be positive", l.ReadTimeout)
 	check(l.UploadIdleTimeout <= 0, "--upload-idle-timeout %v: must be positive", l.UploadIdleTimeout)
+	if c.GOGCAdaptive {
+		if err := c.GCTune.Validate(); err != nil {
+			problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+	}
 	check(c.GRPCMaxConcurrentStreams == 0, "--grpc-max-concurrent-streams must be at least 1")
 	for _, a := range []struct{ name, v string }{{"grpc-addr", c.GRPCAddr}, {"frame-addr", c.FrameAddr}, {"metrics-addr", c.MetricsAddr}} {
 		check(!strings.Contains(a.v, ":"), "--%s %q: want HOST:PORT", a.name, a.v)
@@ -211,7 +231,7 @@ func parseGOGC(s string) (int, error) {
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil || v < 0 {
-		return 0, fmt.Errorf("want a non-negative integer or off, got %q", s)
+		return 0, fmt.Errorf("want a non-negative integer, off or adaptive, got %q", s)
 	}
 	return v, nil
 }

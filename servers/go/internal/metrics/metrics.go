@@ -47,6 +47,7 @@ type Metrics struct {
 	downBytes   prometheus.Counter
 	connections prometheus.Gauge
 	inflight    prometheus.Gauge
+	gogcChanges prometheus.Counter
 }
 
 // New registers everything on a private registry. poolGets and poolNews
@@ -71,7 +72,13 @@ func New(info BuildInfo, poolGets, poolNews func() uint64) *Metrics {
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "xfer_inflight_requests", Help: "Calls read but not yet answered.",
 	})
-	m.reg.MustRegister(m.requests, m.durations, m.transferred, m.connections, m.inflight,
+	m.gogcChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xfer_gogc_changes_total", Help: "GC percent changes made by --gogc adaptive (0 under a static GOGC).",
+	})
+	m.reg.MustRegister(m.requests, m.durations, m.transferred, m.connections, m.inflight, m.gogcChanges,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "xfer_gogc_percent", Help: "GC percent in force (static or set by --gogc adaptive); -1 when GOGC is off.",
+		}, gogcPercent),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "xfer_buffer_pool_gets_total", Help: "Buffers requested from the pool.",
 		}, func() float64 { return float64(poolGets()) }),
@@ -116,6 +123,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Upload and Download count file payload bytes.
 func (m *Metrics) Upload(n int)   { m.upBytes.Add(float64(n)) }
 func (m *Metrics) Download(n int) { m.downBytes.Add(float64(n)) }
+
+// GOGCChanged counts one change of the GC percent by the adaptive controller.
+func (m *Metrics) GOGCChanged() { m.gogcChanges.Inc() }
 
 // ConnOpened and ConnClosed track open connections.
 func (m *Metrics) ConnOpened() { m.connections.Inc() }

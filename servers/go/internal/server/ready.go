@@ -2,10 +2,13 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 
 	"google.golang.org/grpc"
+
+	"xferbench/servers/go/internal/config"
 )
 
 // ReadyLine is the one stderr line written once every listener is bound:
@@ -31,7 +34,13 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"grpc_initial_conn_window_size", c.GRPCInitialConnWindowSize,
 		"grpc_read_buffer_size", c.GRPCReadBufferSize, "grpc_write_buffer_size", c.GRPCWriteBufferSize,
 		"grpc_max_concurrent_streams", c.GRPCMaxConcurrentStreams,
+		"log_level", logLevel(c),
 		"version", version, "go", runtime.Version(), "grpc_go", grpc.Version,
+	}
+	if c.GOGCAdaptive {
+		t := c.GCTune
+		kv = append(kv, "gogc_interval", t.Interval, "gogc_window", t.Window, "gogc_min", t.Min, "gogc_max", t.Max,
+			"gogc_flat_growth", t.FlatGrowth, "gogc_fast_growth", t.FastGrowth, "gogc_dead_band", t.DeadBand)
 	}
 	var b strings.Builder
 	b.WriteString("xferd-go ready")
@@ -39,4 +48,11 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		fmt.Fprintf(&b, " %s=%v", kv[i], kv[i+1])
 	}
 	return b.String()
+}
+
+func logLevel(c *config.Config) string {
+	if c.LogLevel <= slog.LevelDebug {
+		return "debug"
+	}
+	return "info"
 }

@@ -22,7 +22,9 @@ func ApplyRuntime(cfg *config.Config) (gogc, memlimit string) {
 	pct := debug.SetGCPercent(-1)
 	debug.SetGCPercent(pct)
 	gogc = "off"
-	if pct >= 0 {
+	if cfg.GOGCAdaptive {
+		gogc = "adaptive" // the controller sets the percent once the server starts
+	} else if pct >= 0 {
 		gogc = strconv.Itoa(pct)
 	}
 	memlimit = "off"

@@ -55,6 +55,7 @@ type Server struct {
 	admin   *http.Server
 	addrs   [3]string // grpc, frame, metrics: the bound addresses
 	errc    chan error
+	stopGC  context.CancelFunc // ends the --gogc adaptive controller; a no-op without it
 }
 
 // Start binds every listener and starts serving; on failure nothing stays
@@ -97,6 +98,7 @@ func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 		return nil, err
 	}
 	s.startAdmin(lns[2], m)
+	s.stopGC = startGCTune(cfg, m)
 	return s, nil
 }
 
@@ -283,5 +285,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		s.grpc.Stop()
 	}
+	s.stopGC()
 	s.store.Close()
 }
