@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from xferbench import cost, experiment, stack, stats
+from xferbench import cost, experiment, export, stack, stats
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError
 
@@ -309,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(fn=cmd_list)
     stack.add_parser(sub)
     cost.add_parser(sub)
+    export.add_parser(sub)
     return p
 
 
