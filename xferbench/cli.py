@@ -310,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_parser(sub)
     cost.add_parser(sub)
     export.add_parser(sub)
+    from xferbench.containers import images  # the Docker SDK only when this parser is built
+
+    images.add_parser(sub)
     return p
 
 
