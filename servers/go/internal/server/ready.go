@@ -32,6 +32,8 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"grpc_read_buffer_size", c.GRPCReadBufferSize, "grpc_write_buffer_size", c.GRPCWriteBufferSize,
 		"grpc_max_concurrent_streams", c.GRPCMaxConcurrentStreams,
 		"version", version, "go", runtime.Version(), "grpc_go", grpc.Version,
+		// What the runtime chose: under a container CPU limit Go >= 1.25 derives it from the cgroup quota.
+		"gomaxprocs", runtime.GOMAXPROCS(0),
 	}
 	var b strings.Builder
 	b.WriteString("xferd-go ready")
