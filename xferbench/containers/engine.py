@@ -35,7 +35,7 @@ CONF_FILE = PODMAN_DIR / "containers.conf"
 # The engines a machine may already run, tried in order when DOCKER_HOST is unset.
 KNOWN_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/podman/podman.sock"))
 START_TIMEOUT_S = 30.0
-PING_TIMEOUT_S = 3
+PING_TIMEOUT_S = 15  # version="auto" asks /version, which Podman 4.3 answered in 3.5-5 s on a loaded 2-core machine
 POLL_S = 0.1
 # Long enough for a container start or an image import on a loaded machine.
 CLIENT_TIMEOUT_S = 300
