@@ -33,6 +33,7 @@ from xferbench import export, process, stack
 EXPERIMENT = Path(__file__).parent / "data" / "export-run.toml"
 RUN_TIMEOUT_S = 300
 EXPORT_TIMEOUT_S = 400
+pytestmark = pytest.mark.timeout(900)  # the first test waits for the run and the backfill
 RULES = rule_exprs()
 QUERIES = [q for path in DASHBOARDS for q in panel_queries(path)]
 

@@ -132,7 +132,8 @@ def _current(client: docker.DockerClient, name: str, digest: str) -> bool:
     return bool((img.labels or {}).get(INPUTS_LABEL) == digest)
 
 
-def build_one(client: docker.DockerClient, spec: Spec, buildargs: dict[str, str], digest: str) -> None:
+def build_one(client: docker.DockerClient, spec: Spec, buildargs: dict[str, str], digest: str,
+              nocache: bool = False) -> None:
     for rel in spec.needs:
         if not (ROOT / rel).exists():
             raise ImageError(f"{spec.name}: {rel} is missing: run `make build` first")
@@ -142,7 +143,7 @@ def build_one(client: docker.DockerClient, spec: Spec, buildargs: dict[str, str]
     stream = client.api.build(
         fileobj=context_tar(spec), custom_context=True, dockerfile=spec.dockerfile, tag=tag(spec.name),
         buildargs=buildargs, target=spec.target, labels={LABEL: "image", INPUTS_LABEL: digest},
-        rm=True, forcerm=True, pull=False, decode=True, timeout=BUILD_READ_TIMEOUT_S,
+        rm=True, forcerm=True, pull=False, decode=True, timeout=BUILD_READ_TIMEOUT_S, nocache=nocache,
     )
     for chunk in _chunks(stream):
         if "error" in chunk:
@@ -161,12 +162,15 @@ def _chunks(stream: Any) -> Iterator[dict[str, Any]]:
         raise ImageError(f"the engine refused the build: {e.explanation or e}") from None
 
 
-def _buildargs(client: docker.DockerClient, base: Base) -> dict[str, str]:
-    if base == "registry":
-        return {}  # the Dockerfiles' own pinned tags
+def base_tag(client: docker.DockerClient) -> str:
+    """The debootstrap base image (made and imported once, base.ensure_base)."""
     from xferbench.containers.base import ensure_base
 
-    return {"BASE": ensure_base(client)}
+    return ensure_base(client)
+
+
+def _buildargs(client: docker.DockerClient, base: Base) -> dict[str, str]:
+    return {} if base == "registry" else {"BASE": base_tag(client)}  # registry: the Dockerfiles' pinned tags
 
 
 @dataclass
@@ -178,8 +182,9 @@ class Built:
 
 
 def ensure(client: docker.DockerClient, names: Sequence[str] = NAMES, base: Base = "debootstrap",
-           on_build: Callable[[Built], None] | None = None) -> dict[str, str]:
-    """Tags of the named images, building those missing or built from other inputs; name -> tag."""
+           on_build: Callable[[Built], None] | None = None, rebuild: bool = False) -> dict[str, str]:
+    """Tags of the named images, building those missing or built from other inputs; name -> tag.
+    `rebuild`: build every one, without the engine's layer cache (a build from scratch, as in CI)."""
     unknown = [n for n in names if n not in SPECS]
     if unknown:
         raise ImageError(f"no image named {', '.join(unknown)}; known: {', '.join(NAMES)}")
@@ -189,9 +194,9 @@ def ensure(client: docker.DockerClient, names: Sequence[str] = NAMES, base: Base
         t0 = time.monotonic()
         spec = SPECS[n]
         digest = inputs_hash(spec, args)
-        built = not _current(client, n, digest)
+        built = rebuild or not _current(client, n, digest)
         if built:
-            build_one(client, spec, args, digest)
+            build_one(client, spec, args, digest, nocache=rebuild)
         out[n] = tag(n)
         if on_build:
             on_build(Built(n, tag(n), built, time.monotonic() - t0))
@@ -209,7 +214,7 @@ def cmd_build(a: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     try:
-        ensure(engine.ensure(), a.only or NAMES, a.base, report)
+        ensure(engine.ensure(), a.only or NAMES, a.base, report, a.no_cache)
     except (ImageError, engine.EngineError) as e:
         print(f"xferbench images: error: {e}", file=sys.stderr)
         return 1
@@ -226,4 +231,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="debootstrap: Debian from debootstrap, no registry (default); registry: the pinned tags")
     b.add_argument("--only", action="append", choices=NAMES, metavar="NAME",
                    help=f"just this image (repeatable): {', '.join(NAMES)}")
+    b.add_argument("--no-cache", action="store_true",
+                   help="rebuild every image without the engine's layer cache (what a fresh CI machine does)")
     b.set_defaults(fn=cmd_build)
