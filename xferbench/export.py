@@ -236,6 +236,8 @@ def cmd_export(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
     target = Path(a.output) if a.output else run_dir / "openmetrics.txt"
     try:
+        if a.tsdb and a.output == "-":
+            raise ExportError("--tsdb needs a file: give -o FILE, not -o -")
         ps = phases(run_dir)  # before any output file: bad input leaves nothing behind
         if a.output == "-":
             written = export(run_dir, sys.stdout, ps)
@@ -250,8 +252,6 @@ def cmd_export(a: argparse.Namespace) -> int:
             tmp.replace(target)
             print(f"{target}: {written.samples} samples of {written.series} series", file=sys.stderr)
         if a.tsdb:
-            if a.output == "-":
-                raise ExportError("--tsdb needs a file: give -o FILE, not -o -")
             backfill(target, Path(a.tsdb), written)
             print(f"{a.tsdb}: the run and its recording rules; point a Prometheus with retention past "
                   f"{written.start:.0f} (Unix time) at it", file=sys.stderr)
