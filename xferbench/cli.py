@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from xferbench import cost, experiment, stack, stats
+from xferbench import cost, experiment, export, stack, stats
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError
 
@@ -38,6 +39,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     except experiment.ExperimentError as e:
         err.print(f"[red]error:[/] {e}", highlight=False)
         return 2
+    if args.backend:
+        limited = [c.name for c in exp.cells if c.limits != experiment.Limits()]
+        if args.backend != "docker" and limited:
+            err.print(f"[red]error:[/] --backend {args.backend}: cell {limited[0]!r} has [servers.limits], which only "
+                      "containers get (--backend docker)", highlight=False)
+            return 2
+        exp = dataclasses.replace(exp, backend=args.backend)
     if exp.profile:
         from xferbench import profile
 
@@ -46,7 +54,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         except profile.ProfileError as e:
             err.print(f"[red]error:[/] {e}", highlight=False)
             return 2
-    missing = sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
+    if exp.backend == "docker":
+        from xferbench.containers.engine import EngineError
+
+        try:
+            runner.container_engine(exp)
+        except EngineError as e:
+            err.print(f"[red]error:[/] backend docker: {e}", highlight=False)
+            return 2
+    missing = [] if exp.backend == "docker" else sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
     for b in missing:
         err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
     source: MetricsSource = ScrapeSource()
@@ -285,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --prometheus: write file_sd target files here for Prometheus to pick up",
     )
+    r.add_argument("--backend", choices=experiment.BACKENDS,
+                   help="process: servers as host processes; docker: each in a container (as [experiment] backend)")
     r.add_argument("--quick", action="store_true", help="short durations (CI): 1 s warm-up, 3 s measured")
     r.add_argument("--profile", action="store_true",
                    help="sample the server's CPU in each measured window (as [experiment] profile = true)")
@@ -309,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(fn=cmd_list)
     stack.add_parser(sub)
     cost.add_parser(sub)
+    export.add_parser(sub)
+    from xferbench.containers import images  # the Docker SDK only when this parser is built
+
+    images.add_parser(sub)
     return p
 
 

@@ -20,6 +20,8 @@ Schema (every key below is optional unless marked *required*)::
     duet = true                 # run each cell at the same time as the baseline, so the machine's noise hits
                                 # both alike (xferbench/matrix.py); the default when every cell has a fixed
                                 # offered load, there are two cells or more, and the CPUs can be pinned
+    backend = "process"         # process: servers run as host processes | docker: each in a container on the
+                                # Docker-API engine (xferbench/containers/; README "Docker")
 
     [load]                      # the load of every cell (a server group may override any key)
     users = 8
@@ -68,6 +70,10 @@ Schema (every key below is optional unless marked *required*)::
     MALLOC_ARENA_MAX = ["1", "2", "4", ""]
     [servers.load]              # overrides of [load]; a list is a matrix axis
     transport = ["grpc", "frame"]
+    [servers.limits]            # backend = "docker" only: cgroup limits of the server's container; a list is
+    cpus = 1.5                  # a matrix axis. cpus: CPU time in cores (CFS quota); memory: a size (the
+    memory = "256MiB"           # container's memory limit, no swap beyond it)
+    # image = "localhost/xferbench/xferd-go:dev"   # in [[servers]]: the container image (default per server)
 
 A cell is one point of a group's matrix; its name joins the label, the transport and every axis value
 (``go/grpc/pool=on``), unless ``name`` in the group gives a template like ``"go-{pool}-{transport}"``.
@@ -352,6 +358,38 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
 
 # --- cells and the experiment -------------------------------------------------------------------------
 
+BACKENDS = ("process", "docker")
+MEMORY_LIMIT_MIN = 6 << 20  # what Docker refuses below ("Minimum memory limit allowed is 6MB")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """[servers.limits] of one cell: the cgroup limits its server's container gets."""
+
+    cpus: float | None = None  # cores of CPU time per period (nano_cpus)
+    memory: int | None = None  # bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cpus": self.cpus, "memory_bytes": self.memory}
+
+
+def _limit_cpus(v: Any) -> str:
+    ncpu = len(os.sched_getaffinity(0))
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= ncpu:
+        raise ValueError(f"a number of cores, 0 < cpus <= {ncpu} (this machine's CPUs)")
+    return f"{v:g}"
+
+
+def _limit_memory(v: Any) -> str:
+    try:
+        n = parse_size(v, lo=MEMORY_LIMIT_MIN)
+    except ValueError:
+        raise ValueError(f'a size of at least 6MiB, {SIZE_HELP} (e.g. "256MiB")') from None
+    return str(v) if isinstance(v, str) else str(n)
+
+
+LIMIT_KEYS: dict[str, Callable[[Any], str]] = {"cpus": _limit_cpus, "memory": _limit_memory}
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -363,6 +401,8 @@ class Cell:
     args: tuple[str, ...]
     load: Load
     axes: dict[str, str]  # the values that distinguish this cell within its group
+    limits: Limits = field(default_factory=Limits)  # backend = "docker": the container's cgroup limits
+    image: str | None = None  # backend = "docker": the image; None: the server's default image
 
     @property
     def transport(self) -> str:
@@ -393,6 +433,8 @@ class Cell:
             "env": {k: v for k, v in self.env.items()},
             "args": list(self.args),
             "load": {k: getattr(self.load, k) for k in LOAD_KEYS},
+            **({"limits": self.limits.to_json()} if self.limits != Limits() else {}),
+            **({"image": self.image} if self.image else {}),
         }
 
 
@@ -482,6 +524,7 @@ class Experiment:
     network: Network | None = None
     soak: Soak | None = None
     profile: bool = False  # sample the server's CPU in every measured window (xferbench/profile/)
+    backend: str = "process"  # process | docker (each cell's server in a container: xferbench/containers/)
 
     @property
     def aa_cell(self) -> str | None:
@@ -546,8 +589,11 @@ def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str 
 def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     _unknown(data, ("experiment", "load", "pinning", "servers", "network", "soak"), "(top level)")
     meta = _table(data.get("experiment", {}), "experiment")
-    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet", "profile"),
-             "experiment")
+    _unknown(meta, ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet", "profile",
+                    "backend"), "experiment")
+    backend = meta.get("backend", "process")
+    if backend not in BACKENDS:
+        raise ExperimentError(f"experiment.backend = {backend!r}: expected {' | '.join(BACKENDS)}")
     name = meta.get("name", default_name)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise ExperimentError(f"experiment.name = {name!r}: expected letters, digits, '.', '_' or '-'")
@@ -598,6 +644,10 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
             f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
     soak = _soak(_table(data["soak"], "soak")) if "soak" in data else None
+    limited = [c.name for c in cells if c.limits != Limits()]
+    if limited and backend != "docker":
+        raise ExperimentError(f"servers.limits (cell {limited[0]!r}): container limits need experiment.backend = "
+                              '"docker"; a host process gets no cgroup limits here')
     if profile and any(c.load.mode == "capacity" for c in cells):
         raise ExperimentError('experiment.profile = true: a capacity search (load.mode = "capacity") is not '
                               "profiled (its steps have no one measured window); drop one of them")
@@ -609,7 +659,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
         cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
     return Experiment(
         name, str(meta.get("description", "")), None, repeats, float(warmup), baseline, pinning, tuple(cells),
-        aa, float(alpha), duet, network, soak=soak, profile=profile,
+        aa, float(alpha), duet, network, soak=soak, profile=profile, backend=backend,
     )
 
 
@@ -719,7 +769,7 @@ def _pinning(tab: dict[str, Any]) -> Pinning:
 
 
 def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
-    _unknown(g, ("server", "label", "name", "binary", "args", "flags", "env", "load"), where)
+    _unknown(g, ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image"), where)
     server = g.get("server")
     if server not in SERVER_SPECS:
         raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join(SERVER_SPECS)}")
@@ -762,6 +812,22 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
                 f'{where}.env.{k} = {v!r}: expected a string or a list of strings ("" leaves the variable unset)'
             )
         axes.append(("env", k, [str(x) for x in vals]))
+    image = g.get("image")
+    if image is not None and (not isinstance(image, str) or not image):
+        raise ExperimentError(f"{where}.image = {image!r}: expected an image name (localhost/xferbench/xferd-go:dev)")
+    limits = _table(g.get("limits", {}), f"{where}.limits")
+    for k, v in limits.items():
+        if k not in LIMIT_KEYS:
+            raise ExperimentError(f"{where}.limits.{k}: unknown key; allowed: {', '.join(LIMIT_KEYS)}")
+        vals = []
+        for item in _as_axis(v):
+            try:
+                vals.append(LIMIT_KEYS[k](item))
+            except ValueError as e:
+                raise ExperimentError(f"{where}.limits.{k} = {item!r}: expected {e}") from None
+        if not vals:
+            raise ExperimentError(f"{where}.limits.{k}: empty list")
+        axes.append(("limit", k, vals))
     load_over = _table(g.get("load", {}), f"{where}.load")
     for k, v in load_over.items():
         vals = [_check_load_value(k, x, f"{where}.load") for x in _as_axis(v)]
@@ -786,9 +852,10 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
         cflags: dict[str, str] = {}
         cenv: dict[str, str] = {}
         load_vals: dict[str, Any] = {}
+        limit_vals: dict[str, str] = {}
         axis_vals: dict[str, str] = {}
         for (kind, key, vals), value in zip(axes, combo, strict=True):
-            {"flag": cflags, "env": cenv, "load": load_vals}[kind][key] = value
+            {"flag": cflags, "env": cenv, "load": load_vals, "limit": limit_vals}[kind][key] = value
             if len(vals) > 1:
                 axis_vals[key] = str(value) if value != "" else "default"
         load = _resolve_mode(replace(base, **load_vals), where)
@@ -800,6 +867,7 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
                 **cflags,
                 **{k: (v or "default") for k, v in cenv.items()},
                 **{k: getattr(load, k) for k in LOAD_KEYS},
+                **{k: limit_vals.get(k, "none") for k in LIMIT_KEYS},
             }
             try:
                 name = template.format(**fmt)
@@ -810,7 +878,11 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
         else:
             parts = [label, load.transport] + [f"{k}={v}" for k, v in axis_vals.items() if k != "transport"]
             name = "/".join(parts)
-        cells.append(Cell(name, server, binary, cflags, cenv, tuple(args), load, axis_vals))
+        cell_limits = Limits(
+            float(limit_vals["cpus"]) if "cpus" in limit_vals else None,
+            parse_size(limit_vals["memory"]) if "memory" in limit_vals else None,
+        )
+        cells.append(Cell(name, server, binary, cflags, cenv, tuple(args), load, axis_vals, cell_limits, image))
     return cells
 
 

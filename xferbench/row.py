@@ -90,6 +90,18 @@ class RunRow:
     scrape_check: dict[str, Any] | None = None  # with PromQL: the same server figures from the built-in scraper
     cpu_profile: dict[str, Any] | None = None  # with profiling: {"samples": N, "shares": {bucket: share}}
 
+    # --- the server's container (backend = "docker"; xferbench/containers/): its own cgroup's figures over
+    # its life (one run), read just before it was stopped or at the last tick before it died ---------------
+    container: dict[str, Any] | None = None  # image, id, name, cpus, memory_bytes
+    ctr_mem_usage_bytes: float | None = None
+    ctr_mem_peak_bytes: float | None = None  # the cgroup's high-water mark (page cache included)
+    ctr_mem_failcnt: float | None = None  # times the memory limit was hit
+    ctr_oom_kills: float | None = None  # the cgroup's OOM-kill count
+    ctr_oom_killed: bool | None = None  # the engine says the server was OOM-killed
+    ctr_cpu_periods: float | None = None  # CFS periods with the quota enforced
+    ctr_cpu_throttled_periods: float | None = None
+    ctr_cpu_throttled_s: float | None = None
+
     # --- files beside runs.jsonl ----------------------------------------------------------------------
     timeseries: str | None = None  # timeseries/<stem>.csv
     soak_series: str | None = None  # timeseries/<stem>.soak.csv

@@ -19,13 +19,14 @@ import math
 import os
 import platform
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -38,6 +39,11 @@ from xferbench.row import RunRow
 from xferbench.scrape import Snapshot, scrape
 from xferbench.sources import MetricsSource, ScrapeSource
 from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
+
+if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
+    import docker
+
+    from xferbench.containers.backend import ContainerServer
 
 UNDERSERVED = capacity.ACHIEVED_MIN  # an open loop served below 95% of its rate did not get the load it asked for
 LOCUST_TAIL_MARGIN_S = 15.0  # Locust's own -t is a safety net past the runner's window
@@ -137,6 +143,7 @@ def sweep(
     """Runs the whole experiment into run_dir, round by round; returns the rows (also in runs.jsonl)."""
     source = source or ScrapeSource()
     progress = progress or NullProgress()
+    engine = container_engine(exp)  # before anything is written: no engine, no run (EngineError)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "timeseries").mkdir(exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
@@ -158,7 +165,7 @@ def sweep(
                 for unit in round_units(exp, repeat, len(rows)):
                     for run in unit:
                         progress.start_run(run)
-                    unit_rows, interrupted = _run_unit(exp, unit, run_dir, source, progress)
+                    unit_rows, interrupted = _run_unit(exp, unit, run_dir, source, progress, engine)
                     for run, row in zip(unit, unit_rows, strict=True):
                         rows.append(row)
                         out.write(json.dumps(row.to_json()) + "\n")
@@ -184,6 +191,27 @@ def sweep(
     return SweepResult(run_dir, rows, interrupted)
 
 
+def container_engine(exp: Experiment) -> docker.DockerClient | None:
+    """backend = "docker": a client of the engine (started when needed), after removing the containers of
+    runners that died without cleaning up. Raises containers.engine.EngineError saying why there is none."""
+    if exp.backend != "docker":
+        return None
+    from xferbench.containers import backend, engine
+
+    client = engine.ensure()
+    backend.remove_orphans(client)
+    return client
+
+
+def kill_everything() -> None:
+    """Every child process and every container this runner started (Ctrl-C in a duet, SIGTERM)."""
+    kill_all()
+    if "xferbench.containers.backend" in sys.modules:
+        from xferbench.containers import backend
+
+        backend.kill_all()
+
+
 def _merge_profiles(run_dir: Path, rows: list[RunRow]) -> None:
     """Per cell, one flame graph of all its profiled runs' samples (profile.cell_graph)."""
     runs: dict[str, list[str]] = {}
@@ -195,13 +223,14 @@ def _merge_profiles(run_dir: Path, rows: list[RunRow]) -> None:
 
 
 def _run_unit(
-    exp: Experiment, unit: list[Run], run_dir: Path, source: MetricsSource, progress: NullProgress
+    exp: Experiment, unit: list[Run], run_dir: Path, source: MetricsSource, progress: NullProgress,
+    engine: docker.DockerClient | None = None,
 ) -> tuple[list[RunRow], bool]:
     """One run, or a duet's two runs at once (each with its own metrics source, started together at a
     barrier so their measured windows coincide). Returns the rows and whether Ctrl-C stopped it."""
     if len(unit) == 1:
         try:
-            return [run_one(exp, unit[0], run_dir, source, progress)], False
+            return [run_one(exp, unit[0], run_dir, source, progress, engine=engine)], False
         except KeyboardInterrupt:
             return [_interrupted_row(exp, unit[0], source)], True
     barrier = threading.Barrier(len(unit))
@@ -209,7 +238,7 @@ def _run_unit(
     sources = [source, *(source.twin() for _ in unit[1:])]
 
     def go(i: int) -> None:
-        rows[i] = run_one(exp, unit[i], run_dir, sources[i], progress, barrier)
+        rows[i] = run_one(exp, unit[i], run_dir, sources[i], progress, barrier, engine)
 
     threads = [threading.Thread(target=go, args=(i,), name=f"duet-{i}") for i in range(len(unit))]
     for t in threads:
@@ -219,7 +248,7 @@ def _run_unit(
             t.join()
     except KeyboardInterrupt:
         barrier.abort()
-        kill_all()  # the duet's servers and Locusts: each thread then ends its run as failed
+        kill_everything()  # the duet's servers and Locusts: each thread then ends its run as failed
         for t in threads:
             t.join()
         return [_interrupted_row(exp, run, source) for run in unit], True
@@ -254,6 +283,7 @@ def _meta(exp: Experiment, source: MetricsSource) -> dict[str, Any]:
         "machine": machine_info(),
         "network": exp.network.to_json() if exp.network else None,
         "profile": exp.profile,
+        "backend": exp.backend,
     }
 
 
@@ -317,7 +347,8 @@ class _Live:
     source: MetricsSource
     progress: NullProgress
     barrier: threading.Barrier | None = None
-    server: Server | None = None
+    engine: docker.DockerClient | None = None  # backend = "docker"
+    server: Server | ContainerServer | None = None
     proxy: Toxiproxy | None = None
     shadow: MetricsSource | None = None  # with PromQL, the built-in scraper alongside, to check every row
     client_addr: str | None = None  # where Locust connects: the [network] proxy, else the server itself
@@ -335,7 +366,7 @@ class _Live:
         return self.run_dir / "logs" / f"{stem or self.stem}.{what}.log"
 
     @property
-    def running_server(self) -> Server:
+    def running_server(self) -> Server | ContainerServer:
         assert self.server is not None, "the server is started first"
         return self.server
 
@@ -347,10 +378,12 @@ def run_one(
     source: MetricsSource,
     progress: NullProgress,
     barrier: threading.Barrier | None = None,
+    engine: docker.DockerClient | None = None,
 ) -> RunRow:
     """One cell, one repeat: start, measure, collect, and stop whatever was started. A failure anywhere makes
-    a failed row, never an exception. `barrier`: a duet partner's load starts when this one's does."""
-    live = _Live(exp, run, run_dir, new_row(exp, run, source), source, progress, barrier)
+    a failed row, never an exception. `barrier`: a duet partner's load starts when this one's does.
+    `engine`: the container engine of backend = "docker" (container_engine())."""
+    live = _Live(exp, run, run_dir, new_row(exp, run, source), source, progress, barrier, engine)
     try:
         start(live)
         measure(live)
@@ -371,10 +404,9 @@ def start(live: _Live) -> None:
     """The server (up once its ready line is read), the [network] proxy in front of it, the metrics
     source(s) on it, and in a soak the idle server's counts."""
     exp, cell, row = live.exp, live.run.cell, live.row
-    live.progress.phase(live.run, "starting server")
+    live.progress.phase(live.run, "starting server" + (" container" if exp.backend == "docker" else ""))
     try:
-        live.server = Server(cell.server, cell.server_argv(), cell.server_env(), log_path=live.log("server"),
-                             cpus=exp.pinning.server or None)
+        live.server = _start_server(live)
     except ServerStartError as e:
         raise CellFailed(str(e), e.tail) from None
     server = live.server
@@ -397,6 +429,28 @@ def start(live: _Live) -> None:
     if exp.soak is not None and cell.load.mode != "capacity":
         live.watch = soak.Watch(server.proc.pid, f"http://{metrics_addr}/metrics", exp.soak)
         live.watch.before()  # the idle server, before any client connects
+
+
+def _start_server(live: _Live) -> Server | ContainerServer:
+    exp, cell = live.exp, live.run.cell
+    if exp.backend != "docker":
+        return Server(cell.server, cell.server_argv(), cell.server_env(), log_path=live.log("server"),
+                      cpus=exp.pinning.server or None)
+    from xferbench.containers.backend import ContainerServer
+
+    if live.engine is None:
+        live.engine = container_engine(exp)
+    assert live.engine is not None
+    server = ContainerServer(live.engine, cell, log_path=live.log("server"), cpus=exp.pinning.server,
+                             run_label=live.run_dir.name)
+    live.row.container = server.describe()
+    return server
+
+
+def _exit_text(server: Server | ContainerServer) -> str:
+    """How a server that died went: "exited with status 2", or a container's "was OOM-killed (...)"."""
+    reason = getattr(server, "exit_reason", None)
+    return str(reason()) if reason is not None else f"exited with status {server.proc.returncode}"
 
 
 def measure(live: _Live) -> None:
@@ -425,12 +479,29 @@ def stop(live: _Live) -> None:
         code = live.server.stop()
         if live.row.ok and code not in (0, None):
             live.row.warnings.append(f"{live.run.cell.server} exited with status {code} on SIGTERM")
+        _container_figures(live)
     if live.begun:
         with contextlib.suppress(Exception):
             live.source.end()
 
 
-def _network_proxy(exp: Experiment, cell: Cell, server: Server, log_path: Path) -> tuple[Toxiproxy, str]:
+def _container_figures(live: _Live) -> None:
+    """A container's cgroup figures into the row, and whether the kernel OOM-killed it (also when the run
+    failed: that is when they matter most)."""
+    if live.server is None or live.exp.backend != "docker":
+        return
+    from xferbench.containers.backend import ContainerServer
+
+    server = live.server
+    if not isinstance(server, ContainerServer):
+        return
+    live.row.set_figures(server.figures)
+    live.row.ctr_oom_killed = server.oom_killed
+    if server.oom_killed and not live.row.ctr_oom_kills:
+        live.row.ctr_oom_kills = 1  # the cgroup died with the server: its last reading predates the kill
+
+
+def _network_proxy(exp: Experiment, cell: Cell, server: Server | ContainerServer, log_path: Path) -> tuple[Toxiproxy, str]:
     """[network]: a toxiproxy-server in front of the cell's transport listener, carrying the experiment's
     toxics; returns it and the address Locust connects to instead. It runs on the load generator's CPUs: it
     is the client's side of the wire and must not take the server's CPU time."""
@@ -546,10 +617,12 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
             # A bounded wait that returns early if the server exits.
             with contextlib.suppress(Exception):
                 server.proc.wait(timeout=delay)
+        sample = getattr(server, "sample", None)
+        if sample is not None:
+            sample()  # a container's cgroup figures: the last reading before an OOM kill is the one kept
         if not server.alive():
             raise CellFailed(
-                f"{server.name} exited with status {server.proc.returncode} during the run "
-                f"(at {time.monotonic() - m0:.1f}s)",
+                f"{server.name} {_exit_text(server)} during the run (at {time.monotonic() - m0:.1f}s)",
                 list(server.tail),
             )
         if not locust.alive():

@@ -33,6 +33,8 @@ KEEP_PREFIXES = (
     "go_memstats_heap_alloc_bytes",
     "go_memstats_alloc_bytes_total",
     "go_memstats_sys_bytes",
+    "go_memstats_heap_sys_bytes",  # the dashboards' heap panel (xferbench export)
+    "go_memstats_next_gc_bytes",
     "go_cpu_classes_gc_total",
     "go_cpu_classes_total",
     "go_goroutines",

@@ -265,6 +265,10 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("alloc_committed_bytes", "allocator committed (mimalloc)", "B", False),
     ("gen_cpu_cores", "generator CPU", "cores", False),
     ("runner_cpu_cores", "runner CPU", "cores", False),
+    # backend = "docker": the server container's cgroup (xferbench/containers/cgroup.py)
+    ("ctr_mem_peak_bytes", "container memory peak", "B", False),
+    ("ctr_cpu_throttled_periods", "throttled periods", "", False),
+    ("ctr_cpu_throttled_s", "throttled time", "s", False),
 )
 METRIC_INFO = {m[0]: m for m in METRICS}
 # The metrics that get verdicts (one Holm family per report), in the order the verdict table lists them.

@@ -104,6 +104,12 @@ class PromAPI:
             return [{"metric": {}, "value": data["result"]}]
         return list(data["result"])
 
+    def query_range(self, expr: str, start: float, end: float, step: str = "1s") -> list[dict[str, Any]]:
+        """The series `expr` returns at any step of [start, end] (as a Grafana panel over that range)."""
+        data = self._get("/api/v1/query_range",
+                         {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": step})
+        return list(data["result"])
+
     def label_values(self, label: str, selector: str | None) -> list[str]:
         params: list[tuple[str, str]] = [("match[]", selector)] if selector else []
         return sorted(self._get(f"/api/v1/label/{label}/values", params))

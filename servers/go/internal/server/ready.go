@@ -36,6 +36,8 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"grpc_max_concurrent_streams", c.GRPCMaxConcurrentStreams,
 		"log_level", logLevel(c),
 		"version", version, "go", runtime.Version(), "grpc_go", grpc.Version,
+		// What the runtime chose: under a container CPU limit Go >= 1.25 derives it from the cgroup quota.
+		"gomaxprocs", runtime.GOMAXPROCS(0),
 	}
 	if c.GOGCAdaptive {
 		t := c.GCTune

@@ -1,0 +1,322 @@
+"""The runner's container backend: one cell's server in a container, started and stopped like a process.
+
+`ContainerServer` has the shape of `xferbench.process.Server` that the runner uses (`name`, `ready`, `tail`,
+`addr()`, `alive()`, `stop()`, and a `proc` with `pid`, `poll()`, `wait()`, `returncode`), so the runner's
+start/measure/stop steps are the same for both backends:
+
+- the server listens on 0.0.0.0 inside the container on its image's ports (deploy/docker/*.Dockerfile), each
+  published to a free 127.0.0.1 port; its ready line is read from the container's log stream and its
+  addresses rewritten to the published ones, so Locust and the scraper connect as to a host process;
+- [servers.limits] become cgroup limits (nano_cpus, mem_limit with no swap beyond it) and the experiment's
+  server pinning a cpuset; every container gets `base.ulimits()`;
+- the log stream ends when the container exits: that is `proc.wait()`; then the engine says whether the
+  kernel OOM-killed it (`exit_reason()`);
+- the container's own figures (`cgroup.figures`) are read before it is stopped; stopping removes it;
+- every live container is in a registry that `kill_all()` (atexit, the runner's Ctrl-C/SIGTERM path) removes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from xferbench.containers import LABEL, cgroup
+from xferbench.containers.base import ulimits
+from xferbench.experiment import Cell, Limits
+from xferbench.process import READY_TIMEOUT_S, TAIL_LINES, ServerStartError, parse_ready_line
+
+# The images the runner uses by default (built by `xferbench images build`) and the ports their servers
+# listen on inside the container: the EXPOSE of deploy/docker/<server>.Dockerfile.
+IMAGES = {"xferd-go": "localhost/xferbench/xferd-go:dev", "xferd-c": "localhost/xferbench/xferd-c:dev"}
+PORTS: dict[str, dict[str, int]] = {
+    "xferd-go": {"grpc": 50051, "frame": 7070, "metrics": 9101},
+    "xferd-c": {"frame": 7071, "metrics": 9102},
+}
+RUNNER_PID_LABEL = "io.xferbench.runner-pid"
+STOP_GRACE_S = 10
+OOM_EXIT = 137  # SIGKILL's status, which an OOM kill gives
+
+_live: dict[str, Container] = {}
+_live_lock = threading.Lock()
+
+
+def image_for(cell: Cell) -> str:
+    return cell.image or IMAGES[cell.server]
+
+
+def container_argv(cell: Cell) -> list[str]:
+    """The server's arguments inside the container (the image's entrypoint is the server): its listeners on
+    0.0.0.0 at the image's ports, then the cell's flags and args."""
+    listen = [f"--{k}-addr=0.0.0.0:{p}" for k, p in PORTS[cell.server].items()]
+    return [*listen, *(f"--{k}={v}" for k, v in cell.flags.items()), *cell.args]
+
+
+def container_env(cell: Cell) -> dict[str, str]:
+    """Only the cell's own environment: the host's (PATH, HOME, ...) means nothing inside the image."""
+    return {k: v for k, v in cell.env.items() if v != ""}
+
+
+def limit_kwargs(limits: Limits, cpus: tuple[int, ...]) -> dict[str, Any]:
+    """The SDK's create() arguments for the cell's limits and the server's CPU pinning."""
+    kw: dict[str, Any] = {"ulimits": ulimits()}
+    if limits.cpus is not None:
+        kw["nano_cpus"] = round(limits.cpus * 1e9)
+    if limits.memory is not None:
+        kw["mem_limit"] = limits.memory
+        kw["memswap_limit"] = limits.memory  # no swap beyond the limit: over it is an OOM kill, as in production
+    if cpus:
+        kw["cpuset_cpus"] = ",".join(map(str, cpus))
+    return kw
+
+
+class _ContainerProc:
+    """What the runner asks of a server's process, answered for a container: its init process's host pid,
+    and its exit, which is the end of the log stream."""
+
+    def __init__(self, pid: int, exited: threading.Event) -> None:
+        self.pid = pid
+        self._exited = exited
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode if self._exited.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired("container", timeout or 0)
+        return self.returncode
+
+
+class ContainerServer:
+    """One cell's server in a container, up once its ready line is read from the container's log."""
+
+    def __init__(self, client: docker.DockerClient, cell: Cell, log_path: Path | None = None,
+                 cpus: tuple[int, ...] = (), ready_timeout_s: float = READY_TIMEOUT_S, run_label: str = "") -> None:
+        self.name = cell.server
+        self.image = image_for(cell)
+        self.limits = cell.limits
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.ready: dict[str, str] = {}
+        self.ready_line = ""
+        self.figures: dict[str, Any] = {}
+        self.oom_killed = False
+        self._client = client
+        self._stopped = False
+        self._exited = threading.Event()
+        self._ready_seen = threading.Event()
+        self._log = open(log_path, "w", encoding="utf-8") if log_path else None
+        self.container = self._create(cell, cpus, run_label)
+        try:
+            self._start(ready_timeout_s)
+        except BaseException:
+            self._remove()
+            raise
+
+    def _create(self, cell: Cell, cpus: tuple[int, ...], run_label: str) -> Container:
+        try:
+            self._client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            self._close_log()
+            raise ServerStartError(f"image {self.image} not found: build it with `xferbench images build`", []) from None
+        # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
+        ports: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in PORTS[cell.server].values()}
+        labels = {LABEL: "runner", RUNNER_PID_LABEL: str(os.getpid()), "io.xferbench.cell": cell.name,
+                  "io.xferbench.run": run_label}
+        try:
+            container = self._client.containers.create(
+                self.image, container_argv(cell), name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
+                environment=container_env(cell), ports=ports, labels=labels, detach=True,
+                **limit_kwargs(cell.limits, cpus),
+            )
+        except docker.errors.APIError as e:
+            self._close_log()
+            raise ServerStartError(f"the engine refused the container: {_explain(e)}", []) from None
+        with _live_lock:
+            _live[str(container.id)] = container
+        return container
+
+    def _start(self, timeout_s: float) -> None:
+        try:
+            self.container.start()
+        except docker.errors.APIError as e:
+            raise ServerStartError(f"the engine could not start {self.name}'s container: {_explain(e)}", []) from None
+        self.container.reload()
+        self.proc = _ContainerProc(int(self.container.attrs["State"]["Pid"]), self._exited)
+        threading.Thread(target=self._drain, name=f"{self.name}-log", daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while not self._ready_seen.wait(0.05):
+            if self._exited.is_set():
+                raise ServerStartError(f"{self.name} {self.exit_reason()} before it was ready", list(self.tail))
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail),
+                                       timed_out=True)
+        self.ready = self._published(self.ready)
+
+    def _published(self, inside: dict[str, str]) -> dict[str, str]:
+        """The ready line's addresses, each replaced by the 127.0.0.1 port it is published on."""
+        self.container.reload()
+        bound = self.container.attrs["NetworkSettings"]["Ports"] or {}
+        out = dict(inside)
+        for key, port in PORTS[self.name].items():
+            if key in out:
+                host = (bound.get(f"{port}/tcp") or [{}])[0]
+                if not host.get("HostPort"):
+                    raise ServerStartError(f"{self.name}'s {key} port {port} was not published: {bound}", list(self.tail))
+                out[key] = f"127.0.0.1:{host['HostPort']}"
+        return out
+
+    def _lines(self) -> Iterator[str]:
+        buf = b""
+        for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+            buf += chunk
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                yield raw.decode(errors="replace")
+        if buf:
+            yield buf.decode(errors="replace")
+
+    def _drain(self) -> None:
+        """Follows the log until the container exits; then notes how it exited."""
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException, OSError):
+            for line in self._lines():
+                self.tail.append(line)
+                if self._log:
+                    self._log.write(line + "\n")
+                    self._log.flush()
+                if not self._ready_seen.is_set() and (ready := parse_ready_line(line, self.name)) is not None:
+                    self.ready, self.ready_line = ready, line
+                    self._ready_seen.set()
+        self._note_exit()
+
+    def _note_exit(self) -> None:
+        """Waits (bounded) for the container to be not running, then records its status and OOM kill."""
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            result = self.container.wait(timeout=STOP_GRACE_S)
+            self.proc.returncode = int(result.get("StatusCode", -1))
+            self.container.reload()
+            state = self.container.attrs["State"]
+            self.oom_killed = bool(state.get("OOMKilled"))
+        if self.proc.returncode is None:
+            self.proc.returncode = -1
+        self._exited.set()
+
+    def exit_reason(self) -> str:
+        code = self.proc.returncode if hasattr(self, "proc") else None
+        if self.oom_killed or (self.limits.memory and code == OOM_EXIT and self.figures.get("ctr_oom_kills")):
+            return f"was OOM-killed (memory limit {_mib(self.limits.memory)})"
+        return f"exited with status {code}"
+
+    def addr(self, key: str) -> str:
+        if key not in self.ready:
+            raise KeyError(f"{self.name}'s ready line has no {key}= address: {self.ready_line!r}")
+        return self.ready[key]
+
+    def alive(self) -> bool:
+        return not self._exited.is_set()
+
+    def sample(self) -> dict[str, Any]:
+        """The container's cgroup figures now (kept: the last reading before it exits is what a failed run
+        reports)."""
+        if self.alive():
+            now = cgroup.figures(self.proc.pid)
+            if now:
+                self.figures = now
+        return self.figures
+
+    def stop(self, sig: int = 15) -> int:
+        """Reads the container's figures, stops it (SIGTERM, then SIGKILL after the grace period) and removes
+        it. Returns the exit status; a second call only returns it."""
+        if self._stopped:
+            return self.proc.returncode if self.proc.returncode is not None else -1
+        self._stopped = True
+        self.sample()
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            if self.alive():
+                self.container.kill(signal=sig) if sig != 15 else self.container.stop(timeout=STOP_GRACE_S)
+        self._exited.wait(STOP_GRACE_S + 5)
+        self._remove()
+        return self.proc.returncode if self.proc.returncode is not None else -1
+
+    def _remove(self) -> None:
+        _remove(self.container)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def describe(self) -> dict[str, Any]:
+        """What the row records about the container: image, id and limits."""
+        return {"image": self.image, "id": str(self.container.id)[:12], "name": self.container.name,
+                **self.limits.to_json()}
+
+
+def _remove(container: Container) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        try:
+            container.remove(force=True)
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            pass
+    with _live_lock:
+        _live.pop(str(container.id), None)
+
+
+def _explain(e: docker.errors.APIError) -> str:
+    return " ".join(str(e.explanation or e).split())
+
+
+def _mib(n: int | None) -> str:
+    return f"{(n or 0) / (1 << 20):g} MiB"
+
+
+def kill_all() -> None:
+    """Removes every container this process started and has not removed yet (Ctrl-C, SIGTERM, exit)."""
+    with _live_lock:
+        containers = list(_live.values())
+    for c in containers:
+        _remove(c)
+
+
+atexit.register(kill_all)
+
+
+def live_ids() -> list[str]:
+    with _live_lock:
+        return list(_live)
+
+
+def remove_orphans(client: docker.DockerClient) -> list[str]:
+    """Removes runner containers whose runner is gone (killed with SIGKILL, so no cleanup ran): labelled
+    with a runner pid that no longer lives. Other projects' and live runners' containers stay."""
+    gone = []
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=runner"}):
+        pid = c.labels.get(RUNNER_PID_LABEL, "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            _remove(c)
+            gone.append(str(c.name))
+    return gone
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
