@@ -69,8 +69,15 @@ _live: dict[str, Container] = {}
 _live_lock = threading.Lock()
 
 
+def image_env(server: str) -> str:
+    """The variable that names another image for a server, as XFERD_GO_BIN names another binary:
+    XFERBENCH_IMAGE_XFERD_GO, XFERBENCH_IMAGE_XFERD_C."""
+    return "XFERBENCH_IMAGE_" + server.upper().replace("-", "_")
+
+
 def image_for(cell: Cell) -> str:
-    return cell.image or IMAGES[cell.server]
+    """The cell's image: [[servers]] image, else $XFERBENCH_IMAGE_<SERVER>, else the server's default."""
+    return cell.image or os.environ.get(image_env(cell.server)) or IMAGES[cell.server]
 
 
 def container_argv(cell: Cell) -> list[str]:

@@ -14,8 +14,8 @@ NOTE = ("Per cell: the container's cgroup limits; runs OOM-killed by the kernel 
         "the share of CFS periods in which the quota throttled the server and the time it lost; the cgroup's "
         "memory peak. Figures are geometric means over the successful runs.")
 HEAD = ("configuration", "CPU limit", "memory limit", "runs", "OOM-killed", "throttled periods", "throttled time",
-        "container memory peak", "client QPS", "client P99", "GC pause total", "peak RSS")
-_FIGURES = ("ctr_cpu_throttled_s", "ctr_mem_peak_bytes", "client_qps", "client_p99_s", "gc_pause_total_s",
+        "container memory peak", "client QPS", "client P99", "GC cycles", "GC pause total", "peak RSS")
+_FIGURES = ("ctr_cpu_throttled_s", "ctr_mem_peak_bytes", "client_qps", "client_p99_s", "gc_pauses", "gc_pause_total_s",
             "rss_peak_bytes")
 
 
