@@ -11,7 +11,7 @@ EXPERIMENT ?= experiments/quick.toml
 # What `xferd-go --version` and `xferd-c --version` print (and xfer_build_info's version label).
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: setup build build-go build-c test lint test-go test-c test-py test-asan fuzz run demo proto clean bench-tools
+.PHONY: setup build build-go build-c test lint containers test-go test-c test-py test-asan fuzz run demo proto clean bench-tools
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -58,7 +58,13 @@ fuzz:
 	cd servers/go && for t in $(GO_FUZZ); do \
 	  go test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(GO_FUZZ_SECONDS)s -parallel=1 ./$${t%%:*}; done
 
-test: build lint test-go test-c fuzz test-asan test-py
+test: build lint containers test-go test-c fuzz test-asan test-py
+
+# The Docker path (README "Docker"): an engine and the debootstrap base image, cached under build/podman/.
+# One-time and slow (debootstrap): in `make test`, never in `make run`'s path. Says why in one line when it
+# cannot, and lets the rest run (the container tests then fail with that reason).
+containers: setup
+	$(PY) -m xferbench.containers
 
 run: build
 	$(VENV)/bin/xferbench run $(EXPERIMENT)

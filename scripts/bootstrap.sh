@@ -112,7 +112,35 @@ setup_python() {
   fi
 }
 
+# --- the Docker path (README "Docker"; xferbench/containers/) -------------------------------------------
+# Without DOCKER_HOST or a Docker daemon, the project runs its own Podman API service (runc: crun refuses
+# cgroup v1) and builds a base image with debootstrap. Optional: where it cannot be had, one line says why
+# and the rest goes on. The engine and base image themselves are prepared by `make containers` (in `make
+# test`), not here: debootstrap is slow and `make run` must not wait for it.
+CONTAINER_APT_PACKAGES=(podman runc debootstrap)
+
+install_container_engine() {
+  if [ -n "${DOCKER_HOST:-}" ] || [ -S /var/run/docker.sock ]; then
+    return 0
+  fi
+  local p missing=()
+  for p in "${CONTAINER_APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    say "containers: no Docker engine and not root, so ${missing[*]} cannot be installed: the Docker path is unavailable"
+    return 0
+  fi
+  say "containers: installing ${missing[*]}"
+  if ! (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq \
+        && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null); then
+    say "containers: apt-get install ${missing[*]} failed: the Docker path is unavailable"
+  fi
+}
+
 install_apt
+install_container_engine
 check_go
 install_toxiproxy
 install_inferno

@@ -497,8 +497,8 @@ def _container_figures(live: _Live) -> None:
         return
     live.row.set_figures(server.figures)
     live.row.ctr_oom_killed = server.oom_killed
-    if server.oom_killed and not live.row.ctr_oom_kills:
-        live.row.ctr_oom_kills = 1  # the cgroup died with the server: its last reading predates the kill
+    if server.oom_kills is not None:
+        live.row.ctr_oom_kills = server.oom_kills  # the count as the container ended, after any last reading
 
 
 def _network_proxy(exp: Experiment, cell: Cell, server: Server | ContainerServer, log_path: Path) -> tuple[Toxiproxy, str]:

@@ -31,6 +31,11 @@ NOT_RUN = {
     "cells of both servers",
     r"^xferbench run experiments/quick\.toml --prometheus ": "an experiment: tests/deploy/test_runner_prometheus.py "
     "measures a cell through Prometheus",
+    r"^make containers$": "in make test (it imports a debootstrap base image); tests/containers/ use what it prepares",
+    r"^xferbench run experiments/containers\.toml$": "about 12 minutes on the container engine: tests/containers/ "
+    "run the container backend's cells",
+    r"^xferbench run experiments/quick\.toml --backend docker$": "3 minutes on the container engine: "
+    "tests/containers/ run the container backend's cells",
     r"^docker compose ": "needs Docker, which this machine and CI lack: tests/deploy/test_static.py checks the "
     "compose file against the Compose Specification",
 }

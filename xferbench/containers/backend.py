@@ -47,15 +47,37 @@ PORTS: dict[str, dict[str, int]] = {
     "xferd-c": {"frame": 7071, "metrics": 9102},
 }
 RUNNER_PID_LABEL = "io.xferbench.runner-pid"
+# The server runs under a small sh (PID 1) that forwards SIGTERM/SIGINT, and once the server is gone prints
+# the cgroup's OOM-kill count before the cgroup disappears with the container. Why: Podman 4.3 with runc on
+# cgroup v1 reports OOMKilled=false for a server the kernel OOM-killed (exit 137), and the host-side cgroup
+# files vanish with it. "$0" is the server, "$@" its arguments; the count line is OOM_MARK oom_kill=N.
+OOM_MARK = "xferbench-container"
+WRAPPER = (
+    '"$0" "$@" & pid=$!\n'
+    "trap 'kill -TERM $pid' TERM; trap 'kill -INT $pid' INT\n"
+    "wait $pid; code=$?\n"
+    # wait returns early (status > 128) when a trapped signal arrives: wait again for the server's own exit
+    'while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n'
+    "for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
+    '  [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && echo "' + OOM_MARK + ' oom_kill=$v" >&2; done < "$f"\n'
+    "done\n"
+    'exit $code\n'
+)
 STOP_GRACE_S = 10
-OOM_EXIT = 137  # SIGKILL's status, which an OOM kill gives
 
 _live: dict[str, Container] = {}
 _live_lock = threading.Lock()
 
 
+def image_env(server: str) -> str:
+    """The variable that names another image for a server, as XFERD_GO_BIN names another binary:
+    XFERBENCH_IMAGE_XFERD_GO, XFERBENCH_IMAGE_XFERD_C."""
+    return "XFERBENCH_IMAGE_" + server.upper().replace("-", "_")
+
+
 def image_for(cell: Cell) -> str:
-    return cell.image or IMAGES[cell.server]
+    """The cell's image: [[servers]] image, else $XFERBENCH_IMAGE_<SERVER>, else the server's default."""
+    return cell.image or os.environ.get(image_env(cell.server)) or IMAGES[cell.server]
 
 
 def container_argv(cell: Cell) -> list[str]:
@@ -114,6 +136,7 @@ class ContainerServer:
         self.ready_line = ""
         self.figures: dict[str, Any] = {}
         self.oom_killed = False
+        self.oom_kills: int | None = None  # the cgroup's count, printed by the wrapper as the container ends
         self._client = client
         self._stopped = False
         self._exited = threading.Event()
@@ -136,9 +159,14 @@ class ContainerServer:
         ports: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in PORTS[cell.server].values()}
         labels = {LABEL: "runner", RUNNER_PID_LABEL: str(os.getpid()), "io.xferbench.cell": cell.name,
                   "io.xferbench.run": run_label}
+        entry = self._client.images.get(self.image).attrs["Config"].get("Entrypoint") or []
+        if len(entry) != 1:
+            self._close_log()
+            raise ServerStartError(f"image {self.image}: its entrypoint must be the server binary alone, not {entry}", [])
         try:
             container = self._client.containers.create(
-                self.image, container_argv(cell), name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
+                self.image, [entry[0], *container_argv(cell)], entrypoint=["/bin/sh", "-c", WRAPPER],
+                name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
                 environment=container_env(cell), ports=ports, labels=labels, detach=True,
                 **limit_kwargs(cell.limits, cpus),
             )
@@ -156,6 +184,7 @@ class ContainerServer:
             raise ServerStartError(f"the engine could not start {self.name}'s container: {_explain(e)}", []) from None
         self.container.reload()
         self.proc = _ContainerProc(int(self.container.attrs["State"]["Pid"]), self._exited)
+        self._wrapper_pid = self.proc.pid
         threading.Thread(target=self._drain, name=f"{self.name}-log", daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while not self._ready_seen.wait(0.05):
@@ -165,6 +194,7 @@ class ContainerServer:
                 raise ServerStartError(f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail),
                                        timed_out=True)
         self.ready = self._published(self.ready)
+        self.proc.pid = _child(self._wrapper_pid) or self.proc.pid  # the server itself, under the wrapper
 
     def _published(self, inside: dict[str, str]) -> dict[str, str]:
         """The ready line's addresses, each replaced by the 127.0.0.1 port it is published on."""
@@ -193,6 +223,10 @@ class ContainerServer:
         """Follows the log until the container exits; then notes how it exited."""
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException, OSError):
             for line in self._lines():
+                if line.startswith(OOM_MARK + " oom_kill="):
+                    self.oom_kills = int(line.rpartition("=")[2] or 0)
+                    self.oom_killed = self.oom_killed or self.oom_kills > 0
+                    continue
                 self.tail.append(line)
                 if self._log:
                     self._log.write(line + "\n")
@@ -209,14 +243,14 @@ class ContainerServer:
             self.proc.returncode = int(result.get("StatusCode", -1))
             self.container.reload()
             state = self.container.attrs["State"]
-            self.oom_killed = bool(state.get("OOMKilled"))
+            self.oom_killed = self.oom_killed or bool(state.get("OOMKilled"))
         if self.proc.returncode is None:
             self.proc.returncode = -1
         self._exited.set()
 
     def exit_reason(self) -> str:
         code = self.proc.returncode if hasattr(self, "proc") else None
-        if self.oom_killed or (self.limits.memory and code == OOM_EXIT and self.figures.get("ctr_oom_kills")):
+        if self.oom_killed:
             return f"was OOM-killed (memory limit {_mib(self.limits.memory)})"
         return f"exited with status {code}"
 
@@ -264,6 +298,15 @@ class ContainerServer:
         """What the row records about the container: image, id and limits."""
         return {"image": self.image, "id": str(self.container.id)[:12], "name": self.container.name,
                 **self.limits.to_json()}
+
+
+def _child(pid: int) -> int | None:
+    """The one child of the wrapper shell: the server."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(kids[0]) if len(kids) == 1 else None
 
 
 def _remove(container: Container) -> None:

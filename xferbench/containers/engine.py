@@ -35,6 +35,9 @@ CONF_FILE = PODMAN_DIR / "containers.conf"
 # The engines a machine may already run, tried in order when DOCKER_HOST is unset.
 KNOWN_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/podman/podman.sock"))
 START_TIMEOUT_S = 30.0
+# A service that is already running may be slow to answer while it holds the storage lock for someone else's
+# image build or import (the engine is shared): waited for longer than a fresh start.
+BUSY_TIMEOUT_S = 120.0
 PING_TIMEOUT_S = 15  # version="auto" asks /version, which Podman 4.3 answered in 3.5-5 s on a loaded 2-core machine
 POLL_S = 0.1
 # Long enough for a container start or an image import on a loaded machine.
@@ -142,6 +145,8 @@ def start_service(timeout_s: float = START_TIMEOUT_S) -> docker.DockerClient:
     with _lock():
         proc = _spawn_service() if service_pid() is None or not SOCKET.exists() else None
         proc_pid = service_pid()
+        if proc is None:
+            timeout_s = max(timeout_s, BUSY_TIMEOUT_S)
         deadline = time.monotonic() + timeout_s
         while (client := _answers(url)) is None:
             # Our own child is polled (a dead child is a zombie that kill(pid, 0) still finds).

@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import cpu, fmt, soak, tables
+from xferbench.report import containers, cpu, fmt, soak, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -414,6 +414,9 @@ def render(s: Summary, run_dir: Path) -> str:
             for n, t, k in notes
         ]
         parts.append("</ul>")
+    if containers.has_containers(s):
+        parts.append(f"<h2>{containers.TITLE}</h2><p class='note'>{h.escape(containers.NOTE)}</p>")
+        parts.append(_table(list(containers.HEAD), [[h.escape(x) for x in r] for r in containers.rows(s)], left=(0,)))
     profiled = cpu.html(s, include_plotlyjs=True)
     parts.append(profiled)
     first = not profiled
