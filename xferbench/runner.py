@@ -200,7 +200,22 @@ def container_engine(exp: Experiment) -> docker.DockerClient | None:
 
     client = engine.ensure()
     backend.remove_orphans(client)
+    _ensure_default_images(exp, client)
     return client
+
+
+def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None:
+    """Build (once; later only when their inputs change) the `xferbench images build` images of the cells
+    that use a server's default image; an image named by `image =` or $XFERBENCH_IMAGE_* is the user's."""
+    from xferbench.containers import backend, images
+
+    def say(b: images.Built) -> None:
+        if b.built:
+            print(f"xferbench: built {b.tag} ({b.seconds:.0f} s)", file=sys.stderr, flush=True)
+
+    names = sorted({c.server for c in exp.cells if backend.image_for(c) == backend.IMAGES[c.server]})
+    if names:
+        images.ensure(client, names, on_build=say)
 
 
 def kill_everything() -> None:

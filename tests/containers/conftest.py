@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from tests.containers.images import TEST_IMAGES, test_image
 from xferbench.containers import LABEL, engine
+from xferbench.containers import images as server_images
 from xferbench.containers.engine import EngineError
 
 _why_not: list[str] = []
@@ -36,8 +36,9 @@ def client() -> Iterator[docker.DockerClient]:
 
 @pytest.fixture(scope="session")
 def images(client: docker.DockerClient) -> dict[str, str]:
-    """Server images from the host's build/bin (tests/containers/images.py)."""
-    return {server: test_image(client, server) for server in TEST_IMAGES}
+    """The runner's own server images (`xferbench images build`: build/bin on the debootstrap base), built
+    here when missing or stale, as a docker-backend run builds them."""
+    return server_images.ensure(client, ["xferd-go", "xferd-c"])
 
 
 def runner_containers(client: docker.DockerClient, runner_pid: int | None = None) -> list[str]:

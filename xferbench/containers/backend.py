@@ -34,14 +34,14 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from xferbench.containers import LABEL, cgroup
+from xferbench.containers import LABEL, cgroup, images
 from xferbench.containers.base import ulimits
 from xferbench.experiment import Cell, Limits
 from xferbench.process import READY_TIMEOUT_S, TAIL_LINES, ServerStartError, parse_ready_line
 
 # The images the runner uses by default (built by `xferbench images build`) and the ports their servers
 # listen on inside the container: the EXPOSE of deploy/docker/<server>.Dockerfile.
-IMAGES = {"xferd-go": "localhost/xferbench/xferd-go:dev", "xferd-c": "localhost/xferbench/xferd-c:dev"}
+IMAGES = {server: images.tag(server) for server in ("xferd-go", "xferd-c")}
 PORTS: dict[str, dict[str, int]] = {
     "xferd-go": {"grpc": 50051, "frame": 7070, "metrics": 9101},
     "xferd-c": {"frame": 7071, "metrics": 9102},
