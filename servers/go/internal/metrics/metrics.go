@@ -45,6 +45,7 @@ type Metrics struct {
 	upBytes     prometheus.Counter
 	downBytes   prometheus.Counter
 	connections prometheus.Gauge
+	accepted    prometheus.Counter
 	inflight    prometheus.Gauge
 }
 
@@ -67,10 +68,14 @@ func New(info BuildInfo, poolGets, poolNews func() uint64) *Metrics {
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "xfer_connections", Help: "Open client connections, both transports.",
 	})
+	m.accepted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xfer_connections_accepted_total",
+		Help: "Client connections admitted since start, both transports (refused ones over --max-conns are not).",
+	})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "xfer_inflight_requests", Help: "Calls read but not yet answered.",
 	})
-	m.reg.MustRegister(m.requests, m.durations, m.transferred, m.connections, m.inflight,
+	m.reg.MustRegister(m.requests, m.durations, m.transferred, m.connections, m.accepted, m.inflight,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "xfer_buffer_pool_gets_total", Help: "Buffers requested from the pool.",
 		}, func() float64 { return float64(poolGets()) }),
@@ -103,8 +108,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 func (m *Metrics) Upload(n int)   { m.upBytes.Add(float64(n)) }
 func (m *Metrics) Download(n int) { m.downBytes.Add(float64(n)) }
 
-// ConnOpened and ConnClosed track open connections.
-func (m *Metrics) ConnOpened() { m.connections.Inc() }
+// ConnOpened and ConnClosed track open connections; ConnOpened also counts
+// the connection as accepted (connections per second = its rate).
+func (m *Metrics) ConnOpened() { m.connections.Inc(); m.accepted.Inc() }
 func (m *Metrics) ConnClosed() { m.connections.Dec() }
 
 // Transport is the per-call observer of one transport.
