@@ -90,6 +90,12 @@ class RunRow:
     scrape_check: dict[str, Any] | None = None  # with PromQL: the same server figures from the built-in scraper
     cpu_profile: dict[str, Any] | None = None  # with profiling: {"samples": N, "shares": {bucket: share}}
 
+    # --- the measured window: connections (xferbench/figures.py connection_figures) ------------------------
+    conns_accepted_per_s: float | None = None  # the server's xfer_connections_accepted_total rate
+    conns_opened_per_s: float | None = None  # the client's xfer_client_connections_opened_total rate
+    reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
+    time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
+
     # --- files beside runs.jsonl ----------------------------------------------------------------------
     timeseries: str | None = None  # timeseries/<stem>.csv
     soak_series: str | None = None  # timeseries/<stem>.soak.csv

@@ -83,7 +83,10 @@ def test_call_opens_one_connection_per_operation(servers: dict[str, RunningServe
     # operation at a time), GRPC_INFLIGHT per user on gRPC aio (whose users report theirs before stopping).
     in_flight = USERS * (GRPC_INFLIGHT if transport == "grpc" else 1)
     assert done <= accepted <= done + in_flight
-    assert total(client, "xfer_client_connections_opened_total", transport=transport) == accepted
+    # A connect the stop cut off (the kernel finished the handshake, the greenlet was killed before it counted).
+    opened = total(client, "xfer_client_connections_opened_total", transport=transport)
+    assert accepted - in_flight <= opened <= accepted
+    assert opened >= done
     assert total(client, "xfer_client_reconnects_total", transport=transport) == 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xferbench import stats
-from xferbench.report import cpu, fmt, soak
+from xferbench.report import conns, cpu, fmt, soak
 from xferbench.report.summary import CellSummary, Summary, Verdict
 
 # The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
@@ -286,5 +286,6 @@ def markdown(s: Summary) -> str:
             notes.append(f"- `{c.name}`: {w}")
     if notes:
         out += ["## Failures and warnings", "", *notes, ""]
+    out += conns.markdown(s)
     out += cpu.markdown(s)
     return "\n".join(out)
