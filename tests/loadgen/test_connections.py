@@ -113,3 +113,29 @@ def test_a_refused_connect_is_a_failure_with_its_reason(tmp_path: Path) -> None:
     echo = {e["name"]: e for e in json.loads(r.stdout)}["Echo"]
     assert echo["num_failures"] == echo["num_requests"] > 0
     assert "Connection refused" in r.stderr or "Connection refused" in json.dumps(echo), r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("transport", ["frame", "grpc"])
+def test_connections_cut_by_the_network_are_reconnects(servers: dict[str, RunningServer], tmp_path: Path,
+                                                       transport: str) -> None:
+    """Toxiproxy's limit_data closes every connection after 20 kB from the server: each user's client
+    connects again, and each connection after its first is a reconnect, counted as the server saw it."""
+    from tests.support.toxiproxy import ProxiedServer, Toxic, running_toxiproxy
+
+    server = servers["xferd-go"]
+    with running_toxiproxy() as tp:
+        proxy = ProxiedServer.create(tp, server, transport)
+        with proxy.toxic(Toxic("limit_data", {"bytes": 20000})):
+            before = _accepted(server)
+            r = run_locust(["--headless", "--json", "-t", "4s", "-u", "2", "-r", "2", "--host", proxy.target,
+                            "--xfer-mix", "echo:1", "--xfer-connections", "user", "--xfer-metrics-port", "0",
+                            "--xfer-metrics-dump", str(tmp_path)], timeout=70)
+            accepted = _accepted(server) - before
+    assert r.returncode in (0, 1), r.stderr[-3000:]  # 1: Locust's own "some requests failed"
+    (dump,) = tmp_path.glob("local-*.prom")
+    client = parse_prom(dump.read_text())
+    opened = total(client, "xfer_client_connections_opened_total", transport=transport)
+    reconnects = total(client, "xfer_client_reconnects_total", transport=transport)
+    assert reconnects >= 2, r.stderr[-2000:]
+    assert reconnects == opened - 2  # every connection after each user's first
+    assert opened <= accepted <= opened + 2  # the server also saw connects the stop cut off (one per user)
