@@ -4,12 +4,13 @@ the ones the server accepted (xfer_connections_accepted_total), and as many as t
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.loadgen.support import Sample, parse_prom, run_locust, settled_metrics, total
+from tests.loadgen.support import Sample, fetch, parse_prom, run_locust, settled_metrics, total
 from tests.support.servers import RunningServer, running_server
 
 RUN_S = 3
@@ -44,7 +45,13 @@ def _run(server: RunningServer, transport: str, engine: str, strategy: str, tmp_
     echo = stats["Echo"]
     assert echo["num_failures"] == 0, r.stderr[-3000:]
     (dump,) = tmp_path.glob("local-*.prom")
+    _promtool_clean(dump.read_text())
     return _accepted(server) - before, float(echo["num_requests"]), parse_prom(dump.read_text())
+
+
+def _promtool_clean(text: str) -> None:
+    out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def _ids(setup: tuple[str, str, str]) -> str:
@@ -60,6 +67,7 @@ def test_user_opens_one_connection_per_user(servers: dict[str, RunningServer], t
     assert accepted == USERS
     assert total(client, "xfer_client_connections_opened_total", transport=transport) == USERS
     assert total(client, "xfer_client_reconnects_total", transport=transport) == 0
+    _promtool_clean(fetch(servers[name].metrics_url))  # the servers' new xfer_connections_accepted_total too
 
 
 @pytest.mark.parametrize("setup", SETUPS, ids=_ids)
