@@ -3,9 +3,10 @@ reconnected), absent otherwise, with the strategy and the figures the runner rec
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from xferbench.report import conns, tables
+from xferbench.report import conns, html, tables
 from xferbench.report.summary import summarize
 from xferbench.row import RunRow
 
@@ -37,6 +38,12 @@ def test_section_with_the_strategies_and_figures() -> None:
     line = next(x for x in section if x.startswith("| `B`"))
     assert line.startswith("| `B` | call | ") and "| 150 [150 - 150] |" in line and "| 602 [" in line  # peaks 601..603
     assert next(x for x in section if x.startswith("| `A`")).startswith("| `A` | user | ")
+
+
+def test_html_report_has_the_section(tmp_path: Path) -> None:
+    s = summarize(_meta({"connections": "user"}), _rows({"A": "user", "B": "call"}))
+    page = html.render(s, tmp_path)
+    assert "<h2>Connections</h2>" in page and "<td class='l'>call</td>" in page
 
 
 def test_no_section_without_strategies_or_churn() -> None:

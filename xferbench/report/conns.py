@@ -35,17 +35,25 @@ def _server_errors(s: Summary, c: CellSummary) -> str:
     return "-" if not vals else f"{sum(vals) / len(vals):,.0f}"
 
 
+NOTE = ("Per configuration, geometric means across repeats [95% t-interval]: accepted/s from the server's "
+        "xfer_connections_accepted_total, opened/s and reconnects/s from the client's "
+        "xfer_client_connections_opened_total and xfer_client_reconnects_total, TIME_WAIT peak the largest "
+        "per-second count of TIME_WAIT sockets to or from the server's port (/proc/net/tcp, tcp6); server errors "
+        "are the mean count per run.")
+
+
+def rows(s: Summary) -> list[list[str]]:
+    """One row of plain text per cell, in HEAD's order."""
+    out = []
+    for c in s.cells:
+        vals = [fmt.estimate(c.est.get(m), stats.METRIC_INFO[m][2]) for m in COLUMNS[:-1]]
+        out.append([c.name, strategy(s, c) or "user", *vals, _server_errors(s, c)])
+    return out
+
+
 def markdown(s: Summary) -> list[str]:
     if not shown(s):
         return []
-    out = ["## Connections", "",
-           "Per configuration, geometric means across repeats [95% t-interval]: accepted/s from the server's "
-           "`xfer_connections_accepted_total`, opened/s and reconnects/s from the client's "
-           "`xfer_client_connections_opened_total` and `xfer_client_reconnects_total`, TIME_WAIT peak the "
-           "largest per-second count of TIME_WAIT sockets to or from the server's port (/proc/net/tcp, tcp6); "
-           "server errors are the mean count per run.", "",
-           "| " + " | ".join(HEAD) + " |", "|---|---|" + "---:|" * (len(HEAD) - 2)]
-    for c in s.cells:
-        vals = [fmt.estimate(c.est.get(m), stats.METRIC_INFO[m][2]) for m in COLUMNS[:-1]]
-        out.append("| " + " | ".join([f"`{c.name}`", strategy(s, c) or "user", *vals, _server_errors(s, c)]) + " |")
+    out = ["## Connections", "", NOTE, "", "| " + " | ".join(HEAD) + " |", "|---|---|" + "---:|" * (len(HEAD) - 2)]
+    out += ["| " + " | ".join([f"`{r[0]}`", *r[1:]]) + " |" for r in rows(s)]
     return [*out, ""]

@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import cpu, fmt, soak, tables
+from xferbench.report import conns, cpu, fmt, soak, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -414,6 +414,10 @@ def render(s: Summary, run_dir: Path) -> str:
             for n, t, k in notes
         ]
         parts.append("</ul>")
+    if conns.shown(s):
+        parts.append(f"<h2>Connections</h2><p class='note'>{h.escape(conns.NOTE)}</p>")
+        parts.append(_table(list(conns.HEAD), [[f"<code>{h.escape(r[0])}</code>", *map(h.escape, r[1:])]
+                                               for r in conns.rows(s)], left=(0, 1)))
     profiled = cpu.html(s, include_plotlyjs=True)
     parts.append(profiled)
     first = not profiled
