@@ -97,6 +97,7 @@ class XferUser(User):
         self.transport = check_host(self.environment.host)
         cfg = self.xfer.config
         kind = cfg.connections.kind
+        _conns.check_engine(cfg, self.transport)  # the web UI's host is known only here
         self.xfer.payload()  # the content buffer, made once before any call is timed
         self.address = parse_target(self.environment.host).address
         if self.transport == "grpc" and cfg.grpc_engine == "aio":
