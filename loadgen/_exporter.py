@@ -59,6 +59,15 @@ def families(snap: Snapshot) -> Iterator[CounterMetricFamily | HistogramMetricFa
     for (m, r), n in sorted(snap.verified.items()):
         checked.add_metric([m, r], n)
     yield checked
+    opened = CounterMetricFamily("xfer_client_connections_opened_total", "Connections this client opened "
+                                 "(a TCP connection made; gRPC: a channel that became ready).", labels=("transport",))
+    again = CounterMetricFamily("xfer_client_reconnects_total", "Of those, connections re-opened after an error "
+                                "or close (--xfer-connections user or pool).", labels=("transport",))
+    for t in sorted({t for t, _e in snap.conns}):
+        opened.add_metric([t], snap.conns.get((t, "opened"), 0))
+        again.add_metric([t], snap.conns.get((t, "reconnect"), 0))
+    yield opened
+    yield again
 
 
 class ClientCollector(Collector):

@@ -70,10 +70,11 @@ _CHUNKS = _ChunkCache()
 class AioClient:
     """One grpc.aio channel to `address`. Make it, call it and close it on the loop thread."""
 
-    def __init__(self, address: str, timeout: float) -> None:
+    def __init__(self, address: str, timeout: float, options: list[tuple[str, int | str]] | None = None) -> None:
         self.timeout = timeout
         self._channel = grpc.aio.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)])
+            ("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
+            *(options or [])])
         self._stub = pb_grpc.FileTransferStub(self._channel)
         # Upload takes requests already serialized (_ChunkCache); the stub's Upload would serialize each again.
         self._upload: grpc.aio.StreamUnaryMultiCallable[bytes, pb.UploadResponse] = self._channel.stream_unary(

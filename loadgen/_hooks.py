@@ -12,7 +12,7 @@ from typing import Any
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import generate_latest
 
-from loadgen import _cluster, _endpoint, _profiles
+from loadgen import _cluster, _conns, _endpoint, _profiles
 from loadgen._checks import EXIT_CHECK_FAILED, RunFigures, verdict
 from loadgen._options import config_from, register
 from loadgen._process import XferProcess, begin, current
@@ -41,6 +41,7 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_kw: Any) -> N
         xfer.config = config_from(opts)
         if role != "worker" and (environment.host or headless):
             xfer.transport = check_host(environment.host)
+            _conns.check_engine(xfer.config, xfer.transport)
         if (role != "worker" and headless and xfer.config.profile in _profiles.NEEDS_RUN_TIME
                 and not getattr(opts, "run_time", None)):
             raise ValueError(f"--xfer-profile {xfer.config.profile} needs -t/--run-time (its shape is scaled "

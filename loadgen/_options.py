@@ -188,6 +188,35 @@ def parse_grpc_engine(text: str) -> str:
     return text
 
 
+CONNECTIONS_HELP = ("user (one connection per Locust user for its life), call (a new connection per operation, "
+                    "closed after it) or pool:N (N connections per Locust process, 1..1024, that the users borrow)")
+
+
+@dataclass(frozen=True)
+class Connections:
+    """How users hold connections. kind: user | call | pool (size connections per process)."""
+
+    kind: str
+    size: int = 0
+
+    def __str__(self) -> str:
+        return f"pool:{self.size}" if self.kind == "pool" else self.kind
+
+
+def parse_connections(text: str) -> Connections:
+    t = text.strip().lower()
+    if t in ("user", "call"):
+        return Connections(t)
+    kind, sep, n_text = t.partition(":")
+    try:
+        n = int(n_text) if kind == "pool" and sep else 0
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1024:
+        raise ValueError(f"--xfer-connections {text!r}: want {CONNECTIONS_HELP}")
+    return Connections("pool", n)
+
+
 def parse_verify(text: str) -> bool:
     t = text.strip().lower()
     if t in ("on", "true", "yes", "1"):
@@ -331,6 +360,10 @@ OPTIONS: tuple[XferOption, ...] = (
     XferOption("grpc_engine", "aio", parse_grpc_engine,
                "How gRPC users call: aio = grpc.aio on one event-loop thread per Locust process (fast); "
                "gevent = grpcio's blocking calls on gevent's thread pool (the former path)"),
+    XferOption("connections", "user", parse_connections,
+               "Connection strategy: " + CONNECTIONS_HELP + "; gRPC channels get a connection each (a local "
+               "subchannel pool), frame pools lend a connection to one operation at a time, gRPC pools spread "
+               "operations over their channels"),
     XferOption("verify", "on", parse_verify, "on|off: check every CRC-32 and echo payload", switch=True),
     XferOption("profile", "steady", parse_profile,
                "Load profile: steady (plain -u/-r/-t), ramp, step, spike, soak (scaled to -u and -t)"),
@@ -385,6 +418,7 @@ class Config:
     inflight: int
     grpc_inflight: int
     grpc_engine: str
+    connections: Connections
     verify: bool
     profile: str
     mix: dict[str, float]

@@ -32,6 +32,7 @@ class XferProcess:
     transport: str = ""
     metrics_url: str = ""
     registry: Any = None  # prometheus_client registry of this process's /metrics
+    pool: Any = None  # --xfer-connections pool:N: the process's pool (loadgen._conns), made by its first user
     seed: int = field(default_factory=lambda: random.SystemRandom().getrandbits(32))
     upload_prefix: str = field(
         default_factory=lambda: f"lg-{socket.gethostname()[:40].replace('/', '_')}-{os.getpid()}")

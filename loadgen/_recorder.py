@@ -118,6 +118,9 @@ class Snapshot:
     bytes: dict[str, int] = field(default_factory=dict)
     verified: dict[tuple[str, str], int] = field(default_factory=dict)
     cpu_seconds: float = 0.0
+    # Client connections by (transport, event): event "opened" (every connection made) or "reconnect" (one
+    # re-made after its predecessor failed or closed, under --xfer-connections user or pool).
+    conns: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def observe(self, transport: str, method: str, seconds: float, code: str) -> None:
         """One call; code "ok", or the status code it failed with."""
@@ -137,9 +140,15 @@ class Snapshot:
         k = (method, "ok" if ok else "mismatch")
         self.verified[k] = self.verified.get(k, 0) + 1
 
+    def connection(self, transport: str, reconnect: bool) -> None:
+        """One connection made (and, when reconnect, re-made after an error or close)."""
+        for event in ("opened", "reconnect") if reconnect else ("opened",):
+            k = (transport, event)
+            self.conns[k] = self.conns.get(k, 0) + 1
+
     def copy(self) -> Snapshot:
         return Snapshot({k: s.copy() for k, s in self.series.items()}, dict(self.errors), dict(self.bytes),
-                        dict(self.verified), self.cpu_seconds)
+                        dict(self.verified), self.cpu_seconds, dict(self.conns))
 
     def add(self, other: Snapshot) -> Snapshot:
         for k, s in other.series.items():
@@ -151,6 +160,8 @@ class Snapshot:
         for vk, n in other.verified.items():
             self.verified[vk] = self.verified.get(vk, 0) + n
         self.cpu_seconds += other.cpu_seconds
+        for ck, n in other.conns.items():
+            self.conns[ck] = self.conns.get(ck, 0) + n
         return self
 
     def methods(self, method: str | None) -> list[Series]:
@@ -176,6 +187,7 @@ class Snapshot:
             "bytes": [[k, n] for k, n in self.bytes.items()],
             "verified": [[*k, n] for k, n in self.verified.items()],
             "cpu": self.cpu_seconds,
+            "conns": [[*k, n] for k, n in self.conns.items()],
         }
 
     @classmethod
@@ -187,6 +199,7 @@ class Snapshot:
         snap.bytes = {k: n for k, n in w.get("bytes", [])}
         snap.verified = {(m, r): n for m, r, n in w.get("verified", [])}
         snap.cpu_seconds = w.get("cpu", 0.0)
+        snap.conns = {(t, e): n for t, e, n in w.get("conns", [])}
         return snap
 
 
@@ -212,3 +225,9 @@ class Recorder:
     def verify(self, method: str, ok: bool) -> None:
         self.total.verify(method, ok)
         self.run.verify(method, ok)
+
+    def connection(self, transport: str, reconnect: bool) -> None:
+        """Called from the user greenlets and from the grpc.aio loop thread: each update is a few dict
+        operations on keys of a fixed set, and a snapshot copy can only see a count one behind."""
+        self.total.connection(transport, reconnect)
+        self.run.connection(transport, reconnect)

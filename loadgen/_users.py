@@ -14,7 +14,8 @@ from __future__ import annotations
 import collections
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gevent
@@ -22,10 +23,11 @@ import gevent.event
 import grpc.experimental.gevent as grpc_gevent
 from locust import User, constant, task
 
+from loadgen import _conns
 from loadgen._aioloop import LoopThread, loop_thread
 from loadgen._grpc_aio import AioClient, Outcome
 from loadgen._process import XferProcess, current
-from py_client import XferError, connect, parse_target
+from py_client import XferError, parse_target
 from py_client.results import TransferResult
 
 grpc_gevent.init_gevent()  # before any channel exists: grpcio's completion queue polled by gevent
@@ -85,27 +87,70 @@ class XferUser(User):
         self.landed: collections.deque[tuple[Outcome | None, BaseException | None, Callable[[Any], int]]] = (
             collections.deque())
         self.wake = gevent.event.Event()
+        self.address = ""
+
+    def _count(self, reconnect: bool) -> None:
+        """One connection made (called in this greenlet, or on the aio loop thread)."""
+        self.xfer.recorder.connection(self.transport, reconnect)
 
     def on_start(self) -> None:
         self.transport = check_host(self.environment.host)
         cfg = self.xfer.config
+        kind = cfg.connections.kind
+        _conns.check_engine(cfg, self.transport)  # the web UI's host is known only here
         self.xfer.payload()  # the content buffer, made once before any call is timed
+        self.address = parse_target(self.environment.host).address
         if self.transport == "grpc" and cfg.grpc_engine == "aio":
             self.loop = loop_thread()
-            address = parse_target(self.environment.host).address
-            self.aio = self.loop.call(lambda: self._make_client(address, cfg.timeout), cfg.timeout)
+            if kind == "user":
+                address, count = self.address, self.xfer.recorder.connection
+                self.aio = self.loop.call(lambda: self._make_client(address, cfg.timeout, count), cfg.timeout)
+            elif kind == "pool" and self.xfer.pool is None:  # one per process; its channels are made on the loop
+                self.xfer.pool = _conns.AioPool(self.address, cfg.timeout, cfg.connections.size, self._count)
             return
-        self.client = connect(self.environment.host, inflight=cfg.inflight, timeout=cfg.timeout)
+        if kind == "user":
+            self.client = _conns.make_client(cfg, self.environment.host, self._count)
+        elif kind == "pool" and self.xfer.pool is None:  # made without yielding: no other user can race it
+            self.xfer.pool = _conns.SyncPool(cfg, self.environment.host, self._count)
 
     @staticmethod
-    async def _make_client(address: str, timeout: float) -> AioClient:
-        return AioClient(address, timeout)  # a grpc.aio channel is made on the loop that will use it
+    async def _make_client(address: str, timeout: float, count: Callable[[str, bool], None]) -> AioClient:
+        # a grpc.aio channel is made on the loop that will use it
+        return _conns.CountedAioClient(address, timeout, lambda again: count("grpc", again))
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """The client one operation of a greenlet user runs on, by --xfer-connections."""
+        kind = self.xfer.config.connections.kind
+        if kind == "user":
+            yield self.client
+            return
+        if kind == "pool":
+            with self.xfer.pool.borrow() as client:
+                yield client
+            return
+        client = _conns.make_client(self.xfer.config, self.environment.host, self._count)
+        try:
+            yield client
+        finally:
+            client.close()
+
+    def _aio_run(self, start: float | None, make: Callable[[AioClient], Coroutine[Any, Any, Any]]
+                 ) -> Coroutine[Any, Any, Outcome]:
+        """The coroutine of one aio operation, by --xfer-connections (called on the loop)."""
+        kind = self.xfer.config.connections.kind
+        if kind == "call":
+            return _conns.one_shot(self.address, self.xfer.config.timeout, self._count, start, make)
+        aio = self.xfer.pool.pick() if kind == "pool" else self.aio
+        assert aio is not None
+        return aio.timed(start, make(aio))
 
     def on_stop(self) -> None:
-        if self.loop is not None and self.aio is not None:
+        if self.loop is not None:
             deadline = time.monotonic() + self.xfer.config.timeout + DRAIN_GRACE
             while self.in_flight and time.monotonic() < deadline:  # every call the server saw is reported
                 self._report_landed(deadline - time.monotonic())
+        if self.loop is not None and self.aio is not None:
             aio, self.aio = self.aio, None
             # Closed on the loop without waiting: a stopping worker sends its last report sooner.
             self.loop.submit(aio.close, lambda _value, _err: None)
@@ -153,7 +198,13 @@ class XferUser(User):
             return
         start = self._start_time()
         try:
-            length = self.run_once()
+            with self._connection() as client:
+                self.client = client
+                try:
+                    length = self.run_once()
+                finally:
+                    if self.xfer.config.connections.kind != "user":
+                        self.client = None  # not this user's to close at its stop
         except XferError as e:
             self._operation(start, 0, e)
             if e.code in BACKOFF_CODES:
@@ -178,20 +229,19 @@ class XferUser(User):
         """A hook for an operation that ended in an error (before it is reported)."""
 
     def _call_aio(self) -> None:
-        assert self.loop is not None and self.aio is not None
+        assert self.loop is not None
         while self.in_flight >= self.xfer.config.grpc_inflight:
             self._report_landed(self.xfer.config.timeout + DRAIN_GRACE)
         rate = self.xfer.config.rate
         start = None if rate is None else self._start_time()  # closed loop: timed from the call's own start
         make, finish = self.begin()
-        aio = self.aio
 
         def done(outcome: Outcome | None, err: BaseException | None) -> None:  # in the hub
             self.landed.append((outcome, err, finish))
             self.wake.set()
 
         self.in_flight += 1
-        self.loop.submit(lambda: aio.timed(start, make(aio)), done)
+        self.loop.submit(lambda: self._aio_run(start, make), done)
         self._report_landed(0)
 
     def _report_landed(self, wait: float) -> None:

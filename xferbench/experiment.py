@@ -284,6 +284,7 @@ class Load:
     meta_entries: str | None = None
     meta_size: str | None = None
     grpc_inflight: str | None = None
+    connections: str | None = None  # user | call | pool:N (loadgen's --xfer-connections)
     transport: str = "grpc"
     mode: str | None = None  # None until the cell is built: "open" when a rate is given, else "closed"
     slo_p99: float | None = None  # seconds (the file may say "20ms")

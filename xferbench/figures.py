@@ -209,6 +209,22 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
     return out
 
 
+def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait: list[int]) -> dict[str, Any]:
+    """Connections over the window: accepted per second by the server (xfer_connections_accepted_total),
+    opened and re-opened per second by the client (loadgen's --xfer-connections counts), and the peak of
+    TIME_WAIT sockets on the server's port sampled each second over the whole phase. None where not exported
+    (a client that made no connection yet exports no connection counters)."""
+    out: dict[str, Any] = dict.fromkeys(("conns_accepted_per_s", "conns_opened_per_s", "reconnects_per_s",
+                                         "time_wait_peak"))
+    if len(server) >= 2:
+        out["conns_accepted_per_s"] = _rate(server[0], server[-1], "xfer_connections_accepted_total")
+    if len(client) >= 2:
+        out["conns_opened_per_s"] = _rate(client[0], client[-1], "xfer_client_connections_opened_total")
+        out["reconnects_per_s"] = _rate(client[0], client[-1], "xfer_client_reconnects_total")
+    out["time_wait_peak"] = max(time_wait) if time_wait else None
+    return out
+
+
 def live(prev: Snapshot | None, cur: Snapshot | None) -> tuple[float | None, float | None]:
     """Client QPS and P95 over the last scrape interval, for the progress display."""
     if prev is None or cur is None:

@@ -55,3 +55,41 @@ def open_fds(pid: int) -> int | None:
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None
+
+
+# ---- TCP sockets (/proc/net/tcp, /proc/net/tcp6) ----------------------------------------------------------
+
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+TCP_TIME_WAIT = 0x06  # include/net/tcp_states.h
+
+
+def tcp_sockets(text: str) -> list[tuple[int, int, int]]:
+    """(local port, remote port, state) of every socket of a /proc/net/tcp or tcp6 table. Addresses are
+    ADDR:PORT with the port in hex, the state a hex number (06 = TIME_WAIT); the first line is the header."""
+    out = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        try:
+            out.append((int(fields[1].rpartition(":")[2], 16), int(fields[2].rpartition(":")[2], 16),
+                        int(fields[3], 16)))
+        except ValueError:
+            continue
+    return out
+
+
+def time_wait(ports: set[int], tables: tuple[str, ...] = TCP_TABLES) -> int | None:
+    """TIME_WAIT sockets of connections to or from `ports`, IPv4 and IPv6. On loopback both ends of a
+    connection are in this host's tables: the server's end (local port in `ports`) when the server closed first,
+    the client's (remote port in `ports`) when the client did. None when no table could be read."""
+    n, read = 0, 0
+    for path in tables:
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read()
+        except OSError:
+            continue
+        read += 1
+        n += sum(1 for lp, rp, st in tcp_sockets(text) if st == TCP_TIME_WAIT and (lp in ports or rp in ports))
+    return n if read else None

@@ -101,6 +101,11 @@ class RunRow:
     ctr_cpu_periods: float | None = None  # CFS periods with the quota enforced
     ctr_cpu_throttled_periods: float | None = None
     ctr_cpu_throttled_s: float | None = None
+    # --- the measured window: connections (xferbench/figures.py connection_figures) ------------------------
+    conns_accepted_per_s: float | None = None  # the server's xfer_connections_accepted_total rate
+    conns_opened_per_s: float | None = None  # the client's xfer_client_connections_opened_total rate
+    reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
+    time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
 
     # --- files beside runs.jsonl ----------------------------------------------------------------------
     timeseries: str | None = None  # timeseries/<stem>.csv

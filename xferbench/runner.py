@@ -562,6 +562,7 @@ class _Phase:
     cpu_gen0: float | None = None
     gen_cpus0: tuple[float, float] | None = None  # idle and stolen seconds of the generator's CPUs then
     profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
+    time_wait: list[int] = field(default_factory=list)  # TIME_WAIT sockets on the server's port, each tick
 
 
 def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
@@ -623,6 +624,7 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
     phase.t0 = time.time()
     m0 = time.monotonic()
     ticks = math.ceil(phase.total_s)
+    tw_ports = _load_ports(live)
     phase.warm_tick = min(math.ceil(live.exp.warmup_s), ticks - 1) if ticks > 1 else 0
     phase.t_warm = m0
     prev: Snapshot | None = None
@@ -643,6 +645,8 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
         if not locust.alive():
             raise CellFailed(f"locust exited with status {locust.proc.returncode} during the run", locust.tail())
         snap = scrape(locust.metrics_url, timeout=0.8)
+        if (tw := procfs.time_wait(tw_ports)) is not None:
+            phase.time_wait.append(tw)
         live.source.tick()
         if live.watch is not None:
             live.watch.tick()
@@ -658,6 +662,12 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
             qps, p95 = figures.live(prev, snap)
             prev = snap
             live.progress.live(live.run, time.monotonic() - m0, phase.total_s, qps, p95)
+
+
+def _load_ports(live: _Live) -> set[int]:
+    """The ports the load connects to: the server's for the cell's transport, and the [network] proxy's."""
+    addrs = [live.running_server.addr(live.run.cell.transport), live.client_addr or ""]
+    return {int(a.rpartition(":")[2]) for a in addrs if a.rpartition(":")[2].isdigit()}
 
 
 def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, Any]:
@@ -676,6 +686,7 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
     out["duration_s"] = round(t_b - t_a, 3)
     out.update(figures.client_figures(win_c))
     out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole))
+    out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
     if live.watch is not None and not search_step:
         out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))
     if live.shadow is not None:

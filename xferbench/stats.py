@@ -269,6 +269,10 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("ctr_mem_peak_bytes", "container memory peak", "B", False),
     ("ctr_cpu_throttled_periods", "throttled periods", "", False),
     ("ctr_cpu_throttled_s", "throttled time", "s", False),
+    ("conns_accepted_per_s", "connections accepted/s", "/s", False),
+    ("conns_opened_per_s", "client connections opened/s", "/s", False),
+    ("reconnects_per_s", "client reconnects/s", "/s", False),
+    ("time_wait_peak", "TIME_WAIT peak", "", False),
 )
 METRIC_INFO = {m[0]: m for m in METRICS}
 # The metrics that get verdicts (one Holm family per report), in the order the verdict table lists them.

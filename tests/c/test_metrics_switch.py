@@ -23,7 +23,8 @@ CHUNKS = 5
 PER_CALL_FAMILIES = ("xfer_requests_total", "xfer_request_duration_seconds", "xfer_transfer_bytes_total",
                      "xfer_buffer_pool_gets_total", "xfer_buffer_pool_news_total", "xfer_alloc_duration_seconds",
                      "xfer_alloc_failures_total")
-SCRAPE_TIME_FAMILIES = ("xfer_build_info", "xfer_connections", "xfer_inflight_requests",
+SCRAPE_TIME_FAMILIES = ("xfer_build_info", "xfer_connections", "xfer_connections_accepted_total",
+                        "xfer_inflight_requests",
                         "process_resident_memory_bytes", "process_cpu_seconds_total")
 
 

@@ -130,3 +130,27 @@ def test_promql_steps_are_retimed_to_scrape_times() -> None:
     steps = [Snapshot(10.0), Snapshot(11.0), Snapshot(12.0)]
     # Step 12 repeats the sample scraped at 10.4 (a slower scrape): dropped, never a zero-length interval.
     assert [s.t for s in retime(steps, {10.0: 9.4, 11.0: 10.4, 12.0: 10.4})] == [9.4, 10.4]
+
+
+def _conn_text(accepted: float | None, opened: float, reconnects: float) -> str:
+    lines = [] if accepted is None else ["# TYPE xfer_connections_accepted_total counter",
+                                         f"xfer_connections_accepted_total {accepted}"]
+    return "\n".join([*lines,
+                      "# TYPE xfer_client_connections_opened_total counter",
+                      f'xfer_client_connections_opened_total{{transport="frame"}} {opened}',
+                      "# TYPE xfer_client_reconnects_total counter",
+                      f'xfer_client_reconnects_total{{transport="frame"}} {reconnects}', ""])
+
+
+def test_connection_figures_are_rates_over_the_window_and_the_time_wait_peak() -> None:
+    a, b = (parse_text(_conn_text(acc, op, rc), t) for acc, op, rc, t in ((100, 90, 2, 10.0), (400, 390, 6, 12.0)))
+    out = figures.connection_figures([a, b], [a, b], [3, 250, 17])
+    assert out == {"conns_accepted_per_s": 150.0, "conns_opened_per_s": 150.0, "reconnects_per_s": 2.0,
+                   "time_wait_peak": 250}
+
+
+def test_connection_figures_of_a_server_without_the_counter_are_none() -> None:
+    a, b = (parse_text(_conn_text(None, op, 0), t) for op, t in ((5, 10.0), (5, 11.0)))
+    out = figures.connection_figures([a, b], [a, b], [])
+    assert out["conns_accepted_per_s"] is None and out["time_wait_peak"] is None
+    assert out["conns_opened_per_s"] == 0.0 and out["reconnects_per_s"] == 0.0

@@ -18,7 +18,7 @@ def _exp(load: dict[str, object]) -> xe.Experiment:
 
 def test_loadgen_keys_are_the_load_keys_loadgen_declares() -> None:
     assert set(xe.LOADGEN_KEYS) == {"sizes", "chunk", "inflight", "verify", "profile", "mix", "rate", "echo_size",
-                                    "meta_entries", "meta_size", "grpc_inflight"}
+                                    "meta_entries", "meta_size", "grpc_inflight", "connections"}
     assert all(loadgen.option(k).flag == "--xfer-" + k.replace("_", "-") for k in xe.LOADGEN_KEYS)
 
 
@@ -28,6 +28,7 @@ def test_values_locust_takes_are_taken() -> None:
     assert (load.mix, load.verify, load.inflight, load.chunk, load.sizes, load.rate) == (
         "upload:1.5,echo:0.5", "on", 16, "65536", "lognormal:64KiB:1", "poisson:50")
     assert load.mode == "open"
+    assert _exp({"connections": "pool:4"}).cells[0].load.connections == "pool:4"
     assert _exp({"rate": "off"}).cells[0].load.rate is None  # loadgen's "off": a closed loop
 
 
@@ -37,6 +38,9 @@ def test_values_locust_takes_are_taken() -> None:
     ({"verify": "maybe"}, "load.verify = 'maybe': --xfer-verify 'maybe': want on or off"),
     ({"inflight": True}, "load.inflight = True: --xfer-inflight True: true/false is not a value of this option"),
     ({"profile": ["steady"]}, "load.profile = ['steady']: expected a string or a number"),
+    ({"connections": "pool:0"}, "load.connections = 'pool:0': --xfer-connections 'pool:0': want user"),
+    ({"connections": "pool:x"}, "load.connections = 'pool:x': --xfer-connections 'pool:x': want user"),
+    ({"connections": "foo"}, "load.connections = 'foo': --xfer-connections 'foo': want user"),
 ])
 def test_values_locust_refuses_are_refused_with_its_message(load: dict[str, object], message: str) -> None:
     with pytest.raises(xe.ExperimentError) as e:

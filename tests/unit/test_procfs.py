@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 
 from xferbench import procfs
 
@@ -29,3 +31,49 @@ def test_a_process_that_has_exited_gives_none() -> None:
     assert procfs.status(p.pid) == {}
     assert procfs.rss_bytes({}) is None and procfs.threads({}) is None
     assert procfs.open_fds(p.pid) is None
+
+
+# Lines as this machine's /proc/net/tcp and /proc/net/tcp6 print them (a listener, a TIME_WAIT socket each).
+TCP4 = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0100007F:A851 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3141181 1 "
+        "0000000071eceb57 100 0 0 10 0\n"
+        "   1: 0100007F:D2F0 0100007F:1F90 06 00000000:00000000 03:00000DFE 00000000     0        0 0 3 "
+        "0000000091a8531d\n")
+TCP6 = ("  sl  local_address                         remote_address                        st tx_queue rx_queue tr "
+        "tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0000000000000000FFFF00000100007F:EDC8 0000000000000000FFFF00000100007F:9861 06 00000000:00000000 "
+        "03:00000DFE 00000000     0        0 0 3 0000000091a8531d\n")
+
+
+def test_tcp_tables_parse() -> None:
+    assert procfs.tcp_sockets(TCP4) == [(0xA851, 0, 0x0A), (0xD2F0, 8080, 6)]
+    assert procfs.tcp_sockets(TCP6) == [(0xEDC8, 0x9861, 6)]
+    assert procfs.tcp_sockets("header only\n") == []
+
+
+def test_time_wait_counts_either_end_in_both_tables(tmp_path) -> None:
+    (tmp_path / "tcp").write_text(TCP4)
+    (tmp_path / "tcp6").write_text(TCP6)
+    tables = (str(tmp_path / "tcp"), str(tmp_path / "tcp6"))
+    assert procfs.time_wait({8080}, tables) == 1  # the client's end: remote port 8080
+    assert procfs.time_wait({0xEDC8}, tables) == 1  # an end whose local port is the one asked
+    assert procfs.time_wait({0xA851}, tables) == 0  # a listener is not in TIME_WAIT
+    assert procfs.time_wait({8080, 0x9861}, tables) == 2
+    assert procfs.time_wait({8080}, (str(tmp_path / "absent"),)) is None
+
+
+def test_time_wait_of_a_real_connection_closed_by_the_client() -> None:
+    """The side that closes first keeps the TIME_WAIT socket: here the client, whose remote port is the
+    listener's; the live tables must show exactly one for that port."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        assert procfs.time_wait({port}) == 0
+        client = socket.create_connection(("127.0.0.1", port))
+        server, _ = listener.accept()
+        client.close()  # FIN from the client first
+        server.recv(1)  # sees the EOF
+        server.close()
+        deadline = time.monotonic() + 5
+        while procfs.time_wait({port}) != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.time_wait({port}) == 1

@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import containers, cpu, fmt, soak, tables
+from xferbench.report import conns, containers, cpu, fmt, soak, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -417,6 +417,10 @@ def render(s: Summary, run_dir: Path) -> str:
     if containers.has_containers(s):
         parts.append(f"<h2>{containers.TITLE}</h2><p class='note'>{h.escape(containers.NOTE)}</p>")
         parts.append(_table(list(containers.HEAD), [[h.escape(x) for x in r] for r in containers.rows(s)], left=(0,)))
+    if conns.shown(s):
+        parts.append(f"<h2>Connections</h2><p class='note'>{h.escape(conns.NOTE)}</p>")
+        parts.append(_table(list(conns.HEAD), [[f"<code>{h.escape(r[0])}</code>", *map(h.escape, r[1:])]
+                                               for r in conns.rows(s)], left=(0, 1)))
     profiled = cpu.html(s, include_plotlyjs=True)
     parts.append(profiled)
     first = not profiled

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xferbench import stats
-from xferbench.report import containers, cpu, fmt, soak
+from xferbench.report import conns, containers, cpu, fmt, soak
 from xferbench.report.summary import CellSummary, Summary, Verdict
 
 # The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
@@ -288,5 +288,6 @@ def markdown(s: Summary) -> str:
     if notes:
         out += ["## Failures and warnings", "", *notes, ""]
     out += containers.markdown(s)
+    out += conns.markdown(s)
     out += cpu.markdown(s)
     return "\n".join(out)

@@ -191,6 +191,9 @@ char *metrics_render(const metrics_info *mi, size_t *len) {
 
     header(&b, "xfer_connections", "gauge", "Open frame connections.");
     sb_printf(&b, "xfer_connections %lld\n", (long long)atomic_load(&stats_connections));
+    header(&b, "xfer_connections_accepted_total", "counter",
+           "Frame connections admitted since start (refused ones over --max-conns are not).");
+    sb_printf(&b, "xfer_connections_accepted_total %llu\n", (unsigned long long)atomic_load(&stats_accepted));
     header(&b, "xfer_inflight_requests", "gauge", "Calls received and not yet answered.");
     sb_printf(&b, "xfer_inflight_requests %lld\n", (long long)atomic_load(&stats_inflight));
 

@@ -742,6 +742,7 @@ static void *acceptor_main(void *arg) {
                 continue;
             }
             atomic_fetch_add(&stats_connections, 1);
+            atomic_fetch_add(&stats_accepted, 1);
             nc->fd = fd;
             loop *lp = &s->loops[s->rr++ % s->cfg.io_threads];
             pthread_mutex_lock(&lp->mu);

@@ -18,6 +18,7 @@ const char *const stats_bound_text[STATS_NBUCKETS] = {
 bool stats_enabled = true;
 _Atomic int64_t stats_connections;
 _Atomic int64_t stats_inflight;
+_Atomic uint64_t stats_accepted;
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static stats_block *blocks;

@@ -26,6 +26,8 @@ typedef struct stats_block {
 /* Server-wide gauges. */
 extern _Atomic int64_t stats_connections;
 extern _Atomic int64_t stats_inflight;
+/* Connections admitted since start (refused ones over --max-conns are not): its rate is connections/s. */
+extern _Atomic uint64_t stats_accepted;
 
 /* --metrics on|off: false leaves the request path without clock reads or counter writes (the caller
  * checks it before stats_now_ns / stats_record). Set once before any thread starts, read-only after. */

@@ -46,6 +46,7 @@ type Metrics struct {
 	upBytes     prometheus.Counter
 	downBytes   prometheus.Counter
 	connections prometheus.Gauge
+	accepted    prometheus.Counter
 	inflight    prometheus.Gauge
 	gogcChanges prometheus.Counter
 }
@@ -69,13 +70,17 @@ func New(info BuildInfo, poolGets, poolNews func() uint64) *Metrics {
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "xfer_connections", Help: "Open client connections, both transports.",
 	})
+	m.accepted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xfer_connections_accepted_total",
+		Help: "Client connections admitted since start, both transports (refused ones over --max-conns are not).",
+	})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "xfer_inflight_requests", Help: "Calls read but not yet answered.",
 	})
 	m.gogcChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "xfer_gogc_changes_total", Help: "GC percent changes made by --gogc adaptive (0 under a static GOGC).",
 	})
-	m.reg.MustRegister(m.requests, m.durations, m.transferred, m.connections, m.inflight, m.gogcChanges,
+	m.reg.MustRegister(m.requests, m.durations, m.transferred, m.connections, m.accepted, m.inflight, m.gogcChanges,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "xfer_gogc_percent", Help: "GC percent in force (static or set by --gogc adaptive); -1 when GOGC is off.",
 		}, gogcPercent),
@@ -127,8 +132,9 @@ func (m *Metrics) Download(n int) { m.downBytes.Add(float64(n)) }
 // GOGCChanged counts one change of the GC percent by the adaptive controller.
 func (m *Metrics) GOGCChanged() { m.gogcChanges.Inc() }
 
-// ConnOpened and ConnClosed track open connections.
-func (m *Metrics) ConnOpened() { m.connections.Inc() }
+// ConnOpened and ConnClosed track open connections; ConnOpened also counts
+// the connection as accepted (connections per second = its rate).
+func (m *Metrics) ConnOpened() { m.connections.Inc(); m.accepted.Inc() }
 func (m *Metrics) ConnClosed() { m.connections.Dec() }
 
 // Transport is the per-call observer of one transport.

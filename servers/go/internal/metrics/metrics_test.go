@@ -33,6 +33,7 @@ func TestExposition(t *testing.T) {
 		`xfer_request_duration_seconds_bucket{method="Echo",transport="frame",le="0.003"} 1`,
 		`xfer_transfer_bytes_total{direction="upload"} 10`,
 		`xfer_connections 1`,
+		`xfer_connections_accepted_total 1`,
 		`xfer_inflight_requests 0`,
 		`xfer_buffer_pool_gets_total 7`,
 		`xfer_buffer_pool_news_total 3`,

@@ -1,0 +1,191 @@
+"""--xfer-connections: how the users of one Locust process hold connections, and the count of those made.
+
+- user: each user makes its connection at its start and keeps it (a frame client reconnects by itself after
+  a lost connection; a gRPC channel does too): today's behaviour.
+- call: a new connection for each operation, closed after it (the connect is inside the operation's time).
+- pool:N: N connections per process. A frame connection carries one operation at a time (FrameClient is not
+  shared by greenlets), so a user borrows one and waits when all N are lent; a gRPC channel multiplexes, so
+  operations are spread over the N channels in turn.
+
+Every gRPC channel here gets a subchannel pool of its own: with grpcio's default (global) pool, all channels
+of a process to the same address share one TCP connection, and every strategy would be "one per process".
+
+Counted per process (loadgen._recorder.Snapshot.conns): a frame TCP connect, a gRPC channel becoming READY;
+a reconnect is a connection made again by the same client (user, pool) after its previous one was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import gevent.lock
+import gevent.queue
+import grpc
+import grpc.aio
+
+from loadgen._grpc_aio import AioClient, Outcome
+from loadgen._options import Config
+from py_client import FrameClient, GrpcClient, XferError, parse_target
+
+# (reconnect?) -> None: one connection made.
+Count = Callable[[bool], None]
+CHANNEL_OPTIONS: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def check_engine(cfg: Config, transport: str) -> None:
+    """ValueError for a combination that cannot be run cleanly."""
+    if transport == "grpc" and cfg.grpc_engine == "gevent" and cfg.connections.kind == "call":
+        raise ValueError("--xfer-connections call with --xfer-grpc-engine gevent: grpcio's blocking channels report "
+                         "their state through a polling thread that misses the READY of short-lived channels, so "
+                         "the connections made could not be counted; use --xfer-grpc-engine aio, or user or pool:N")
+
+
+class CountedFrameClient(FrameClient):
+    """A FrameClient that reports each TCP connect it makes (its first, then every reconnect)."""
+
+    def __init__(self, address: str, count: Count, *, inflight: int, timeout: float) -> None:
+        super().__init__(address, inflight=inflight, timeout=timeout)
+        self._count = count
+        self._made = False
+
+    def _connect(self) -> socket.socket:
+        if self.connected:
+            return super()._connect()
+        sock = super()._connect()  # a failed connect raises XferError("unavailable", reason): a Locust failure
+        self._count(self._made)
+        self._made = True
+        return sock
+
+
+class CountedGrpcClient(GrpcClient):
+    """A blocking GrpcClient (--xfer-grpc-engine gevent) on its own connection, reporting each READY."""
+
+    def __init__(self, address: str, count: Count, *, timeout: float) -> None:
+        super().__init__(address, timeout=timeout, options=CHANNEL_OPTIONS)
+        self._count = count
+        self._made = False
+        self._channel.subscribe(self._changed, try_to_connect=False)
+
+    def _changed(self, state: grpc.ChannelConnectivity) -> None:
+        if state is grpc.ChannelConnectivity.READY:
+            self._count(self._made)
+            self._made = True
+
+    def close(self) -> None:
+        self._channel.unsubscribe(self._changed)
+        super().close()
+
+
+class CountedAioClient(AioClient):
+    """An AioClient on its own connection that reports each READY of its channel. Make it on the loop."""
+
+    def __init__(self, address: str, timeout: float, count: Count) -> None:
+        super().__init__(address, timeout, options=CHANNEL_OPTIONS)
+        self._count = count
+        self._made = False
+        self._counted_ready = False  # the channel's current READY has been counted
+        self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    def _ready(self) -> None:
+        if not self._counted_ready:
+            self._counted_ready = True
+            self._count(self._made)
+            self._made = True
+
+    async def _watch(self) -> None:
+        state = self._channel.get_state(try_to_connect=False)
+        while state is not grpc.ChannelConnectivity.SHUTDOWN:
+            if state is grpc.ChannelConnectivity.READY:
+                self._ready()
+            else:
+                self._counted_ready = False
+            await self._channel.wait_for_state_change(state)
+            state = self._channel.get_state(try_to_connect=False)
+
+    async def close(self) -> None:
+        # A channel that went READY and finished its call before the watcher ran is still READY here.
+        self._watcher.cancel()
+        if self._channel.get_state(try_to_connect=False) is grpc.ChannelConnectivity.READY:
+            self._ready()
+        await super().close()
+
+
+async def one_shot(address: str, timeout: float, count: Count, start: float | None,
+                   make: Callable[[AioClient], Coroutine[Any, Any, Any]]) -> Outcome:
+    """--xfer-connections call on the loop: a channel for one operation, closed after it; timed from before
+    the channel is made (the connect is part of the operation)."""
+    t0 = time.perf_counter() if start is None else start
+    client = CountedAioClient(address, timeout, count)
+    try:
+        return await client.timed(t0, make(client))
+    finally:
+        await client.close()
+
+
+class AioPool:
+    """--xfer-connections pool:N over gRPC aio: N channels made on first use, operations spread over them in
+    turn. Used on the loop thread only."""
+
+    def __init__(self, address: str, timeout: float, size: int, count: Count) -> None:
+        self._address, self._timeout, self._count = address, timeout, count
+        self._clients: list[CountedAioClient | None] = [None] * size
+        self._turn = itertools.cycle(range(size))
+
+    def pick(self) -> AioClient:
+        i = next(self._turn)
+        client = self._clients[i]
+        if client is None:
+            client = self._clients[i] = CountedAioClient(self._address, self._timeout, self._count)
+        return client
+
+
+class SyncPool:
+    """--xfer-connections pool:N for the greenlet users (frame, gRPC gevent): frame connections are lent to one
+    operation at a time, gRPC channels are shared in turn. Clients are made on first use under a lock: making a
+    gRPC client starts its state-watching thread, which yields to other greenlets."""
+
+    def __init__(self, cfg: Config, host: str, count: Count) -> None:
+        self._cfg, self._host, self._count = cfg, host, count
+        self._timeout = cfg.timeout
+        self._shared = parse_target(host).scheme == "grpc"
+        self._clients: list[Any] = [None] * cfg.connections.size
+        self._making = gevent.lock.Semaphore()
+        self._turn = itertools.cycle(range(cfg.connections.size))
+        self._free: gevent.queue.Queue[int] = gevent.queue.Queue()
+        for i in range(cfg.connections.size):
+            self._free.put(i)
+
+    def _client(self, i: int) -> Any:
+        with self._making:
+            if self._clients[i] is None:
+                self._clients[i] = make_client(self._cfg, self._host, self._count)
+            return self._clients[i]
+
+    @contextmanager
+    def borrow(self) -> Iterator[Any]:
+        if self._shared:
+            yield self._client(next(self._turn))
+            return
+        try:
+            i = self._free.get(timeout=self._timeout)
+        except gevent.queue.Empty:
+            raise XferError("deadline_exceeded", f"client: no pooled connection free within {self._timeout:g} s "
+                                                 "(--xfer-timeout)") from None
+        try:
+            yield self._client(i)
+        finally:
+            self._free.put(i)
+
+
+def make_client(cfg: Config, host: str, count: Count) -> Any:
+    """A greenlet user's client (frame, or gRPC with the gevent engine) that counts its connections."""
+    t = parse_target(host)
+    if t.scheme == "grpc":
+        return CountedGrpcClient(t.address, count, timeout=cfg.timeout)
+    return CountedFrameClient(t.address, count, inflight=cfg.inflight, timeout=cfg.timeout)
