@@ -36,8 +36,10 @@ NOT_RUN = {
     "run the container backend's cells",
     r"^xferbench run experiments/quick\.toml --backend docker$": "3 minutes on the container engine: "
     "tests/containers/ run the container backend's cells",
-    r"^docker compose ": "needs Docker, which this machine and CI lack: tests/deploy/test_static.py checks the "
-    "compose file against the Compose Specification",
+    r"^(make build && )?xferbench images build\b": "minutes of image builds: tests/deploy/test_images.py and the "
+    "container tests build the same images through xferbench.containers.images",
+    r"^docker-compose -p xferbench -f deploy/docker-compose\.yml ": "the stack in containers: "
+    "tests/deploy/test_compose_stack.py brings it up with these files, loads it and takes it down",
 }
 QUICK = (r"^\.venv/bin/xferbench (--help|list)$", r"^build/bin/xferd-(go|c) (--help|--version)$",
          r"^\.venv/bin/python -m loadgen$")
