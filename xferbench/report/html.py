@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import cpu, fmt, soak, tables
+from xferbench.report import cpu, fmt, soak, stress, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -416,7 +416,9 @@ def render(s: Summary, run_dir: Path) -> str:
         parts.append("</ul>")
     profiled = cpu.html(s, include_plotlyjs=True)
     parts.append(profiled)
-    first = not profiled
+    matrix = stress.html(s, include_plotlyjs=not profiled)
+    parts.append(matrix)
+    first = not profiled and not matrix
     for title, note, fig in (
         (
             "Across repeats",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xferbench import stats
-from xferbench.report import cpu, fmt, soak
+from xferbench.report import cpu, fmt, soak, stress
 from xferbench.report.summary import CellSummary, Summary, Verdict
 
 # The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
@@ -287,4 +287,5 @@ def markdown(s: Summary) -> str:
     if notes:
         out += ["## Failures and warnings", "", *notes, ""]
     out += cpu.markdown(s)
+    out += stress.markdown(s)
     return "\n".join(out)
