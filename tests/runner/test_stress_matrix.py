@@ -31,7 +31,7 @@ def test_a_tiny_stepped_matrix_gives_a_window_per_level_a_table_and_a_chart(tmp_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     rows = [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines()]
-    assert [r["cell"] for r in rows] == [f"go/frame/{s}" for s in SIZES]
+    assert sorted(r["cell"] for r in rows) == sorted(f"go/frame/{s}" for s in SIZES)  # a round runs in shuffled order
     for r in rows:
         assert r["status"] == "ok", (r["cell"], r["error"], r["stderr_tail"])
         assert [st["users"] for st in r["steps"]] == list(LEVELS)
