@@ -9,7 +9,7 @@ import pytest
 from loadgen import _profiles
 from loadgen._options import parse_step_s, parse_steps
 from xferbench import experiment as xe
-from xferbench import steps
+from xferbench import figures, steps
 from xferbench.scrape import Snapshot, parse_text
 
 BOUNDS = (0.01, 0.05, 0.1)
@@ -161,3 +161,14 @@ def test_the_shipped_stress_matrix_is_the_issues() -> None:
         assert (c.server, c.transport, c.load.levels) == ("xferd-go", "frame", (50, 100, 200, 500, 1000))
         assert c.load.mix == "download:1"  # memory stays bounded: nothing is staged or stored
     assert exp.estimated_seconds() < 25 * 60
+
+
+def test_a_window_starting_before_the_first_completed_call_counts_from_zero() -> None:
+    """loadgen exports a method's series from its first completed call on: a 10 MiB level's (or a run's)
+    window can begin before it, and what completed after is counted, not lost."""
+    first = parse_text("# TYPE xfer_client_users gauge\nxfer_client_users 2\n", t=100.0)
+    later = series()[4]
+    got = figures.client_figures([first, later])
+    assert got["client_requests"] == later.sum("xfer_client_requests_total", lambda d: d["method"] == "Download")
+    assert got["client_qps"] == pytest.approx(got["client_requests"] / (later.t - 100.0))
+    assert got["client_failure_rate"] == 0.0
