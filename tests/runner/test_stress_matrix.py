@@ -37,7 +37,7 @@ def test_a_tiny_stepped_matrix_gives_a_window_per_level_a_table_and_a_chart(tmp_
         assert [st["users"] for st in r["steps"]] == list(LEVELS)
         for st in r["steps"]:
             assert st["note"] is None, st
-            assert 1.5 <= st["duration_s"] <= 4.5  # ~3 s after the 1 s settle, within a second of scrapes
+            assert 0.9 <= st["duration_s"] <= 4.5  # up to 3 s after the 1 s settle, less a late or lost scrape
             assert st["client_qps"] > 0 and st["server_bytes_per_s"] > 0 and st["client_bytes_per_s"] > 0
             assert st["client_avg_s"] > 0 and st["client_p95_s"] >= st["client_p50_s"] > 0
             assert st["client_failure_rate"] == 0.0
