@@ -5,7 +5,8 @@ chart (report.html and stress.html beside it: one panel per figure against users
 Throughput is the server's transferred bytes per second: it counts every chunk as it goes, so a level's window
 is not short of the transfers still running at its edges (with 10 MiB files at 1,000 users one transfer can
 last longer than the window). Reconnect figures (`reconnects_per_s`, `conns_accepted_per_s`, `time_wait_peak`)
-are read from a level's figures, else from the run row, and shown as "n/a" when neither has them.
+are a level's own when its figures have them, else the whole run's from the run row marked "(run)" (the
+chart plots a level's own only), and "n/a" when neither has them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Point:
     values: dict[str, float | None] = field(default_factory=dict)
     runs: int = 0
     saturated: int = 0  # repeats whose generator saturated at this level
+    run_values: dict[str, float | None] = field(default_factory=dict)  # reconnect figures of the whole runs
     notes: list[str] = field(default_factory=list)
 
 
@@ -66,14 +68,18 @@ def _median(vals: list[float | None]) -> float | None:
     return statistics.median(got) if got else None
 
 
-def _step_value(step: dict[str, Any], row: RunRow, key: str) -> float | None:
+def _step_value(step: dict[str, Any], key: str) -> float | None:
     if key == "mib_per_s":
         b = step.get("server_bytes_per_s")
         b = b if b is not None else step.get("client_bytes_per_s")
         return None if b is None else b / (1 << 20)
     v = step.get(key)
-    if v is None and key in RECONNECT_KEYS:
-        v = row.extra.get(key)
+    return None if v is None else float(v)
+
+
+def _run_value(row: RunRow, key: str) -> float | None:
+    """A reconnect figure of the whole run (the row's), for a level that has none of its own."""
+    v = row.extra.get(key)
     return None if v is None else float(v)
 
 
@@ -95,7 +101,8 @@ def points(s: Summary) -> list[Point]:
         p.runs = len(measured)
         p.saturated = sum(1 for _, st in measured if st.get("gen_saturated"))
         p.notes = sorted({str(st["note"]) for _, st in items if st.get("note")})
-        p.values = {k: _median([_step_value(st, r, k) for r, st in measured]) for k in VALUE_KEYS}
+        p.values = {k: _median([_step_value(st, k) for _, st in measured]) for k in VALUE_KEYS}
+        p.run_values = {k: _median([_run_value(r, k) for r, _ in measured]) for k in RECONNECT_KEYS}
         out.append(p)
     return out
 
@@ -112,6 +119,14 @@ def _num(v: float | None, digits: str = ".1f") -> str:
     return NA if v is None else format(v, digits)
 
 
+def _reconnect(p: Point, key: str, digits: str) -> str:
+    """The level's own figure; else the whole run's, marked "(run)"; else n/a."""
+    if p.values[key] is not None:
+        return _num(p.values[key], digits)
+    run = p.run_values.get(key)
+    return NA if run is None else f"{_num(run, digits)} (run)"
+
+
 def cells(p: Point) -> list[str]:
     """A point's row of the table, as text."""
     v = p.values
@@ -121,8 +136,8 @@ def cells(p: Point) -> list[str]:
     rate = v["client_failure_rate"]
     return [p.size, str(p.users), _num(v["mib_per_s"]), fmt.value(v["client_avg_s"], "s"),
             fmt.value(v["client_p50_s"], "s"), fmt.value(v["client_p95_s"], "s"),
-            "-" if rate is None else f"{rate * 100:.2f}%", _num(v["reconnects_per_s"], ".2f"),
-            _num(v["conns_accepted_per_s"], ".2f"), _num(v["time_wait_peak"], ".0f"),
+            "-" if rate is None else f"{rate * 100:.2f}%", _reconnect(p, "reconnects_per_s", ".2f"),
+            _reconnect(p, "conns_accepted_per_s", ".2f"), _reconnect(p, "time_wait_peak", ".0f"),
             fmt.value(v["gen_cpu_cores"], "cores"), str(p.runs), gen]
 
 
@@ -130,7 +145,8 @@ INTRO = ("Each level of every run measured in its own window ({settle}s after it
          "next level's spawn); each figure the median over the repeats. MiB/s: the server's transferred bytes. "
          "generator: \"saturated k/n\" when k of the n repeats had Locust above "
          "0.9 cores or its CPUs under 0.1 cores idle at that level: those figures may describe Locust, not the "
-         "server. Reconnect figures: n/a when the run did not record them.")
+         "server. Reconnect figures: the level's own; \"(run)\" the whole run's when only the run recorded them; "
+         "n/a when neither did.")
 
 
 def _intro(s: Summary) -> str:
