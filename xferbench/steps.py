@@ -44,7 +44,8 @@ def windows(client: Sequence[Snapshot], levels: Sequence[int], settle_s: float) 
     for level in levels:
         at = _first_run_at(client, level)
         if not at:
-            out.append(Window(level, (), f"the generator never had all {level} users running"))
+            out.append(Window(level, (), f"no scrape of the generator showed all {level} users running (the "
+                                         "spawn did not finish, or a starved generator's /metrics did not answer)"))
             continue
         start = at[0].t + settle_s
         snaps = tuple(s for s in at if s.t >= start - 0.05)  # a scrape lands within ~50 ms of its tick

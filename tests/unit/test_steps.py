@@ -90,7 +90,7 @@ def test_idle_generator_cpus_alone_mark_a_step_saturated() -> None:
 
 def test_a_level_never_reached_or_too_short_has_no_figures_and_says_why() -> None:
     never, short = steps.per_step(series(), [], [], [8, 4], settle_s=0.0)[0], None
-    assert never["client_qps"] is None and "never had all 8 users running" in never["note"]
+    assert never["client_qps"] is None and "no scrape of the generator showed all 8 users running" in never["note"]
     short = steps.per_step(series(), [], [], [2], settle_s=3.5)[0]
     assert short["client_qps"] is None and "fewer than two scrapes after the 3.5 s settle time" in short["note"]
     assert steps.warnings([never, short])[0].startswith("step 8 users: no figures:")

@@ -31,7 +31,7 @@ def summary() -> Summary:
         row("10MiB", 2, [step(50, 120, 0.3), step(500, 200, 3.0)], reconnects_per_s=6.0),
         row("10MiB", 3, [step(50, 110, 0.1), step(500, 250, 1.0)]),
         row("100KiB", 1, [step(50, 40, 0.01, reconnects_per_s=0.5, time_wait_peak=12),
-                          {"users": 500, "note": "the generator never had all 500 users running"}]),
+                          {"users": 500, "note": "no scrape of the generator showed all 500 users running"}]),
         RunRow(cell="go/frame/100KiB", server="xferd-go", transport="frame", repeat=2, status="failed"),
     ]
     return Summary(meta={"experiment": "netrpc-stress"}, rows=rows, cells=[], baseline="go/frame/100KiB")
@@ -43,7 +43,7 @@ def test_points_are_medians_by_size_then_users() -> None:
                                                         ("10MiB", 500, 3)]
     big = pts[3]
     assert big.values["mib_per_s"] == 250.0 and big.values["client_p95_s"] == 2.0 and big.saturated == 1
-    assert pts[1].notes == ["the generator never had all 500 users running"]
+    assert pts[1].notes == ["no scrape of the generator showed all 500 users running"]
 
 
 def test_table_marks_saturation_and_says_n_a_for_missing_reconnects() -> None:
@@ -57,7 +57,7 @@ def test_table_marks_saturation_and_says_n_a_for_missing_reconnects() -> None:
     assert rows[("10MiB", 50)][col["reconnects/s"]] == "5.00 (run)"  # only the runs recorded it: marked so
     assert rows[("10MiB", 50)][col["TIME_WAIT peak"]] == "n/a"
     assert rows[("100KiB", 50)][col["reconnects/s"]] == "0.50" and rows[("100KiB", 50)][col["TIME_WAIT peak"]] == "12"
-    assert rows[("100KiB", 500)][col["generator"]].startswith("not measured: the generator never had all 500")
+    assert rows[("100KiB", 500)][col["generator"]].startswith("not measured: no scrape of the generator showed all 500")
     md = "\n".join(stress.markdown(summary()))
     assert "| 10MiB | 500 | 250.0 |" in md and "8.0s after its users were all running" in md
 
