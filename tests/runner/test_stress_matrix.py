@@ -1,7 +1,7 @@
-"""A tiny stress matrix end to end: 2 file sizes x 2 user levels against the real xferd-go frame listener and
-real Locust, a few seconds per level; each run's row holds one window per level with its figures, and the
-run directory holds the matrix table (summary.md), the chart (stress.html, and in report.html), and the
-terminal prints the table."""
+"""The CI-sized stress matrix (experiments/netrpc-stress-quick.toml) end to end: 2 file sizes x 2 user levels
+against the real xferd-go frame listener and real Locust, a few seconds per level; each run's row holds one
+window per level with its figures, the run directory holds the matrix table (summary.md) and the chart
+(stress.html, and in report.html), and the terminal prints the table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.conftest import experiment_file, one_round, xferbench_run
+from tests.runner.conftest import ROOT, xferbench_run
+from xferbench import experiment as xe
 
 LEVELS = (2, 4)
 SIZES = ("64KiB", "256KiB")
@@ -19,15 +20,11 @@ SIZES = ("64KiB", "256KiB")
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_tiny_stepped_matrix_gives_a_window_per_level_a_table_and_a_chart(tmp_path: Path) -> None:
-    toml = one_round("tiny-stress") + (
-        'profile = "step"\nsteps = [2, 4]\nstep_s = 4\nsettle_s = 1\nspawn_rate = 10\nmix = "download:1"\n'
-        'chunk = "64KiB"\ninflight = 1\n'
-        '[[servers]]\nserver = "xferd-go"\nname = "go/frame/{sizes}"\n'
-        f"[servers.load]\nsizes = {json.dumps(list(SIZES))}\n"
-    ).replace("[experiment]\n", "[experiment]\nwarmup_s = 0\n")
-    experiment_file(tmp_path / "tiny-stress.toml", toml)
+    exp = xe.load_file(ROOT / "experiments" / "netrpc-stress-quick.toml")
+    assert Path(exp.cells[0].binary).exists(), "build/bin/xferd-go is not built: run `make build` (no skip)"
+    assert [c.load.levels for c in exp.cells] == [LEVELS, LEVELS] and [c.load.sizes for c in exp.cells] == list(SIZES)
     run_dir = tmp_path / "run"
-    proc = xferbench_run(str(tmp_path / "tiny-stress.toml"), "--out", str(run_dir))
+    proc = xferbench_run("experiments/netrpc-stress-quick.toml", "--out", str(run_dir))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     rows = [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines()]
