@@ -46,6 +46,8 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_kw: Any) -> N
                 and not getattr(opts, "run_time", None)):
             raise ValueError(f"--xfer-profile {xfer.config.profile} needs -t/--run-time (its shape is scaled "
                              "to the run time)")
+        if xfer.config.steps and xfer.config.profile != "step":
+            raise ValueError(f"--xfer-steps is for --xfer-profile step, not {xfer.config.profile}")
         xfer.user_classes = list(environment.user_classes)
         _apply_mix(xfer)
     except ValueError as e:

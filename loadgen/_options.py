@@ -232,6 +232,43 @@ def parse_profile(text: str) -> str:
     return text
 
 
+STEPS_MAX = 100_000  # users of one level: far above what one machine's Locust runs; a typo guard
+
+
+def parse_steps(text: str) -> tuple[int, ...]:
+    """'' or 'off' -> () (the step profile's five equal steps of -u/5); '50,100,200' -> explicit levels, each a
+    whole number of users > 0, strictly increasing (a stress matrix climbs; a level that repeats or falls would
+    be measured as another point of the same curve)."""
+    t = text.strip().lower()
+    if t in ("", "off"):
+        return ()
+    levels: list[int] = []
+    for item in t.split(","):
+        item = item.strip()
+        if not item.isdigit() or not 0 < int(item) <= STEPS_MAX:
+            raise ValueError(f"--xfer-steps {text!r}: level {item!r} is not a whole number of users 1..{STEPS_MAX}; "
+                             "want increasing levels such as 50,100,200,500,1000, or off")
+        if levels and int(item) <= levels[-1]:
+            raise ValueError(f"--xfer-steps {text!r}: level {item} does not increase on {levels[-1]}; want strictly "
+                             "increasing levels such as 50,100,200,500,1000")
+        levels.append(int(item))
+    return tuple(levels)
+
+
+def parse_step_s(text: str) -> float | None:
+    """'' or 'auto' -> None (-t divided among the levels); else seconds each level of --xfer-steps is held."""
+    t = text.strip().lower()
+    if t in ("", "auto"):
+        return None
+    try:
+        v = float(t)
+    except ValueError:
+        v = -1.0
+    if not 0 < v <= 86400:
+        raise ValueError(f"--xfer-step-s {text!r}: want seconds each step is held, 0 < S <= 86400, or auto")
+    return v
+
+
 MIX_HELP = ("METHOD:WEIGHT pairs joined by ',', METHOD one of upload, download, echo, meta, WEIGHT a number >= 0 "
             "(0 or leaving a method out disables it), e.g. upload:1,download:1,echo:0.5")
 
@@ -367,6 +404,12 @@ OPTIONS: tuple[XferOption, ...] = (
     XferOption("verify", "on", parse_verify, "on|off: check every CRC-32 and echo payload", switch=True),
     XferOption("profile", "steady", parse_profile,
                "Load profile: steady (plain -u/-r/-t), ramp, step, spike, soak (scaled to -u and -t)"),
+    XferOption("steps", "off", parse_steps,
+               "With --xfer-profile step: the user levels, strictly increasing (e.g. 50,100,200,500,1000), each "
+               "held --xfer-step-s; off = five equal steps of -u/5"),
+    XferOption("step_s", "auto", parse_step_s,
+               "Seconds each level of --xfer-steps is held (the last is held to the end of -t); auto = -t divided "
+               "among the levels"),
     XferOption("mix", "upload:1,download:1,echo:1", parse_mix, "Weights of the user classes: " + MIX_HELP),
     XferOption("rate", "off", parse_rate,
                "Open loop: total arrivals per second (R, constant:R or poisson:R), latency from the intended "
@@ -421,6 +464,8 @@ class Config:
     connections: Connections
     verify: bool
     profile: str
+    steps: tuple[int, ...]
+    step_s: float | None
     mix: dict[str, float]
     rate: Rate | None
     echo_size: SizeSpec

@@ -28,6 +28,11 @@ Schema (every key below is optional unless marked *required*)::
     spawn_rate = 8              # users started per second
     duration_s = 8              # measured seconds (after warm-up)
     profile = "steady"          # steady | ramp | step | spike | soak
+    steps = "50,100,200"        # with profile "step": explicit user levels, strictly increasing (a list of
+                                # whole numbers in [load]); users becomes the last level
+    step_s = 20                 # seconds each level is held; duration_s becomes levels x step_s; the runner
+                                # cuts one measured window per level (xferbench/steps.py), no warm-up apart
+    settle_s = 5                # seconds after a level's users are all running before its window starts
     mix = "upload:1,download:1,echo:1"
     sizes = "64KiB"
     chunk = "64KiB"
@@ -286,9 +291,25 @@ class Load:
     grpc_inflight: str | None = None
     connections: str | None = None  # user | call | pool:N (loadgen's --xfer-connections)
     transport: str = "grpc"
+    steps: str | None = None  # explicit step levels as --xfer-steps text ("50,100,200"); None: no levels
+    step_s: str | None = None  # seconds each level is held, as --xfer-step-s text
+    settle_s: float = 0.0  # seconds from a level's last user started to its measured window
     mode: str | None = None  # None until the cell is built: "open" when a rate is given, else "closed"
     slo_p99: float | None = None  # seconds (the file may say "20ms")
     slo_failures: float = 0.01
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        """The explicit step levels, () when the load has none."""
+        return tuple(int(x) for x in self.steps.split(",")) if self.steps else ()
+
+    @property
+    def step_seconds(self) -> float:
+        return float(self.step_s or 0)
+
+    def with_step_s(self, step_s: float, settle_s: float) -> Load:
+        """This stepped load with each level held step_s, so duration_s is levels x step_s."""
+        return replace(self, step_s=f"{step_s:g}", settle_s=settle_s, duration_s=step_s * len(self.levels))
 
     @property
     def rate_per_second(self) -> float | None:
@@ -320,6 +341,8 @@ def _loadgen_value(key: str, v: Any, where: str) -> Any:
         return int(text)
     if key == "rate":
         return text if opt.parse(text) is not None else None
+    if key == "steps":
+        return text.replace(" ", "") if opt.parse(text) else None
     return text
 
 
@@ -327,8 +350,16 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
     def bad(allowed: str) -> ExperimentError:
         return ExperimentError(f"{where}.{key} = {v!r}: expected {allowed}")
 
+    if key == "steps" and isinstance(v, list):  # [load] steps = [50, 100, 200]: the option's own text
+        if not v or not all(type(x) is int for x in v):
+            raise bad("increasing whole numbers of users, e.g. [50, 100, 200] or \"50,100,200\"")
+        v = ",".join(map(str, v))
     if key in LOADGEN_KEYS:
         return _loadgen_value(key, v, where)
+    if key == "settle_s":
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise bad("a number of seconds >= 0")
+        return float(v)
     if key == "users":
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise bad("a positive integer")
@@ -543,17 +574,7 @@ class Experiment:
         if repeats is not None:
             exp = replace(exp, repeats=repeats)
         if quick:
-            cells = tuple(
-                replace(
-                    c,
-                    load=replace(
-                        c.load,
-                        duration_s=min(c.load.duration_s, 3.0),
-                        spawn_rate=max(c.load.spawn_rate, float(c.load.users)),
-                    ),
-                )
-                for c in exp.cells
-            )
+            cells = tuple(replace(c, load=_quick_load(c.load)) for c in exp.cells)
             exp = replace(exp, warmup_s=min(exp.warmup_s, 1.0), cells=cells)
         return exp
 
@@ -561,6 +582,14 @@ class Experiment:
         """Duets run each other cell beside the baseline: one unit per non-baseline cell a round."""
         cells = [c for c in self.cells if c.name != self.baseline] if self.duet else self.cells
         return sum(self.warmup_s + c.load.duration_s + per_run_overhead_s for c in cells) * self.repeats
+
+
+def _quick_load(load: Load) -> Load:
+    """--quick: 3 s measured (a stepped load: 4 s per level, 1 s of it settling), a spawn as fast as -u."""
+    load = replace(load, spawn_rate=max(load.spawn_rate, float(load.users)))
+    if load.levels:
+        return load.with_step_s(min(load.step_seconds, 4.0), min(load.settle_s, 1.0))
+    return replace(load, duration_s=min(load.duration_s, 3.0))
 
 
 def _table(d: Any, where: str) -> dict[str, Any]:
@@ -899,7 +928,25 @@ def _resolve_mode(load: Load, where: str) -> Load:
         raise ExperimentError(f'{where}: load.mode = "capacity" needs load.slo_p99 (e.g. "20ms")')
     if mode == "capacity" and not load.rate:
         raise ExperimentError(f'{where}: load.mode = "capacity" needs load.rate, the first rate it tries')
-    return replace(load, mode=mode)
+    load = replace(load, mode=mode)
+    return _stepped(load, where) if load.steps else load
+
+
+def _stepped(load: Load, where: str) -> Load:
+    """Explicit step levels: the step profile in a closed loop, each level held step_s with settle_s of it
+    before the level's window; users is the last level and duration_s levels x step_s."""
+    if load.profile != "step":
+        raise ExperimentError(f'{where}: load.steps = {load.steps!r} needs load.profile = "step" (it is '
+                              f"{load.profile!r})")
+    if load.mode != "closed":
+        raise ExperimentError(f"{where}: load.steps: the levels are concurrent users in a closed loop; drop "
+                              f"load.rate / load.mode = {load.mode!r}")
+    if not load.step_s or load.step_s == "auto":
+        raise ExperimentError(f"{where}: load.steps needs load.step_s, the seconds each level is held (e.g. 20)")
+    if load.settle_s >= load.step_seconds:
+        raise ExperimentError(f"{where}: load.settle_s = {load.settle_s:g} leaves nothing of load.step_s = "
+                              f"{load.step_s} to measure; want settle_s < step_s")
+    return replace(load.with_step_s(load.step_seconds, load.settle_s), users=load.levels[-1])
 
 
 def load_file(path: str | Path) -> Experiment:

@@ -83,8 +83,12 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
         return out
     a, b = win[0], win[-1]
     dt = b.t - a.t
-    req = counter_delta(a.sum("xfer_client_requests_total", _op), b.sum("xfer_client_requests_total", _op))
-    fail = counter_delta(a.sum("xfer_client_requests_total", _op_not_ok), b.sum("xfer_client_requests_total", _op_not_ok))
+    # loadgen exports a method's series from its first completed call: none yet at the window's start is 0
+    # (a window from the load's first second, or 10 MiB transfers slower than the warm-up)
+    ops_b = b.sum("xfer_client_requests_total", _op)
+    req = counter_delta(a.sum("xfer_client_requests_total", _op) or 0.0, ops_b) if ops_b is not None else None
+    fail = counter_delta(a.sum("xfer_client_requests_total", _op_not_ok) or 0.0,
+                         b.sum("xfer_client_requests_total", _op_not_ok) or 0.0)
     out["client_requests"] = req
     out["client_failures"] = (fail or 0.0) if req is not None else None
     if req is not None and dt > 0:

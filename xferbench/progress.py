@@ -15,7 +15,7 @@ from rich.text import Text
 from xferbench import stats
 from xferbench.experiment import Experiment
 from xferbench.matrix import Run
-from xferbench.report import fmt, soak, tables
+from xferbench.report import fmt, soak, stress, tables
 from xferbench.report.summary import Summary
 from xferbench.row import RunRow
 from xferbench.runner import NullProgress
@@ -166,7 +166,24 @@ def final_table(s: Summary) -> Group:
         t.add_row(c.name, runs, vals[0], cmp_, *vals[1:])
     parts.append(t)
     parts += soak_lines(s)
+    parts += stress_table(s)
     return Group(*parts)
+
+
+def stress_table(s: Summary) -> list[Table]:
+    """A stepped run's matrix: one line per file size and user level (report/stress.py)."""
+    pts = stress.points(s)
+    if not pts:
+        return []
+    t = Table(title="stress matrix: median over repeats of each level's window", show_lines=False)
+    for i, col in enumerate(stress.HEAD):
+        t.add_column(col, justify="left" if i in (0, len(stress.HEAD) - 1) else "right")
+    for p in pts:
+        row = stress.cells(p)
+        if p.saturated or not p.runs:
+            row[-1] = f"[red]{row[-1]}[/]"
+        t.add_row(*row)
+    return [t]
 
 
 def soak_lines(s: Summary) -> list[Text]:

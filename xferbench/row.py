@@ -65,6 +65,9 @@ class RunRow:
     client_users: float | None = None
     client_methods: dict[str, dict[str, float | None]] | None = None  # method → qps, p50_s, p95_s, p99_s
 
+    # One dict per level of a stepped load (xferbench/steps.py): users, its window's figures, gen_saturated.
+    steps: list[dict[str, Any]] | None = None
+
     # --- the measured window: the server --------------------------------------------------------------
     server_qps: float | None = None
     server_p95_s: float | None = None

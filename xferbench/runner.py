@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from xferbench import capacity, figures, procfs, profile, soak, stats
+from xferbench import capacity, figures, procfs, profile, soak, stats, steps
 from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
@@ -563,6 +563,7 @@ class _Phase:
     gen_cpus0: tuple[float, float] | None = None  # idle and stolen seconds of the generator's CPUs then
     profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
     time_wait: list[int] = field(default_factory=list)  # TIME_WAIT sockets on the server's port, each tick
+    gen_ticks: list[steps.Tick] = field(default_factory=list)  # the generator CPUs' idle time at every tick
 
 
 def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
@@ -585,6 +586,8 @@ def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -
                 raise CellFailed("the duet partner failed before its load started", phase.locust.tail()) from None
         _sample(live, phase, profiled=live.exp.profile and not search_step)
         out = _phase_figures(live, phase, search_step)
+        if live.run.cell.load.levels and not search_step:
+            out["steps"] = _step_figures(live, phase)
         if phase.profiler is not None:
             out.update(_profile_figures(live, phase.profiler))
             phase.profiler = None
@@ -647,6 +650,7 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
         snap = scrape(locust.metrics_url, timeout=0.8)
         if (tw := procfs.time_wait(tw_ports)) is not None:
             phase.time_wait.append(tw)
+        _gen_tick(live, phase)
         live.source.tick()
         if live.watch is not None:
             live.watch.tick()
@@ -668,6 +672,23 @@ def _load_ports(live: _Live) -> set[int]:
     """The ports the load connects to: the server's for the cell's transport, and the [network] proxy's."""
     addrs = [live.running_server.addr(live.run.cell.transport), live.client_addr or ""]
     return {int(a.rpartition(":")[2]) for a in addrs if a.rpartition(":")[2].isdigit()}
+
+
+def _gen_tick(live: _Live, phase: _Phase) -> None:
+    """The generator CPUs' idle and stolen time now: a stepped run's per-level saturation check needs it."""
+    if live.exp.pinning.generator and live.run.cell.load.levels:
+        idle = procfs.cpu_idle_steal(live.exp.pinning.generator)
+        if idle is not None:
+            phase.gen_ticks.append((time.time(), *idle))
+
+
+def _step_figures(live: _Live, phase: _Phase) -> list[dict[str, Any]]:
+    """A stepped load: one window per level out of this one run (xferbench/steps.py)."""
+    load = live.run.cell.load
+    server = live.source.snapshots(phase.t0, phase.client[-1].t) if phase.client else []
+    out = steps.per_step(phase.client, server, phase.gen_ticks, load.levels, load.settle_s)
+    live.row.warnings += steps.warnings(out)
+    return out
 
 
 def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ GENERATED = {
     "summary.csv": "a run directory's file, written by xferbench run",
     "summary.md": "a run directory's file, written by xferbench run",
     "report.html": "a run directory's file, written by xferbench run",
+    "stress.html": "a stepped run directory's chart, written by xferbench run",
     "experiment.json": "a run directory's file, written by xferbench run",
     "timeseries": "a run directory's folder, written by xferbench run",
     "logs": "a run directory's folder, written by xferbench run",

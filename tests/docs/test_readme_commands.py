@@ -29,6 +29,8 @@ NOT_RUN = {
     r"^xferbench run experiments/soak\.toml$": "40 minutes: tests/runner/test_soak.py runs a one-minute soak",
     r"^xferbench run experiments/profile-demo\.toml$": "3 minutes: tests/runner/test_profile.py runs profiled "
     "cells of both servers",
+    r"^xferbench run experiments/netrpc-stress\.toml$": "21 minutes: tests/runner/test_stress_matrix.py runs a "
+    "2 x 2 matrix",
     r"^xferbench run experiments/quick\.toml --prometheus ": "an experiment: tests/deploy/test_runner_prometheus.py "
     "measures a cell through Prometheus",
     r"^make containers$": "in make test (it imports a debootstrap base image); tests/containers/ use what it prepares",

@@ -18,7 +18,8 @@ def _exp(load: dict[str, object]) -> xe.Experiment:
 
 def test_loadgen_keys_are_the_load_keys_loadgen_declares() -> None:
     assert set(xe.LOADGEN_KEYS) == {"sizes", "chunk", "inflight", "verify", "profile", "mix", "rate", "echo_size",
-                                    "meta_entries", "meta_size", "grpc_inflight", "connections"}
+                                    "meta_entries", "meta_size", "grpc_inflight", "connections",
+                                    "steps", "step_s"}
     assert all(loadgen.option(k).flag == "--xfer-" + k.replace("_", "-") for k in xe.LOADGEN_KEYS)
 
 

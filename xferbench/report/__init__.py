@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xferbench.report import html, tables
+from xferbench.report import html, stress, tables
 from xferbench.report.summary import Summary, load, summarize
 
 __all__ = ["Summary", "load", "summarize", "write_all"]
@@ -16,4 +16,5 @@ def write_all(run_dir: Path) -> Summary:
     tables.write_csv(s, run_dir / "summary.csv")
     (run_dir / "summary.md").write_text(tables.markdown(s), encoding="utf-8")
     html.write(s, run_dir, run_dir / "report.html")
+    stress.write_chart(s, run_dir / stress.CHART_FILE)  # a stepped run's chart on its own page too
     return s

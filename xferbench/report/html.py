@@ -17,7 +17,7 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
-from xferbench.report import conns, containers, cpu, fmt, soak, tables
+from xferbench.report import conns, containers, cpu, fmt, soak, stress, tables
 from xferbench.report.summary import Summary
 
 BARS = (
@@ -423,7 +423,9 @@ def render(s: Summary, run_dir: Path) -> str:
                                                for r in conns.rows(s)], left=(0, 1)))
     profiled = cpu.html(s, include_plotlyjs=True)
     parts.append(profiled)
-    first = not profiled
+    matrix = stress.html(s, include_plotlyjs=not profiled)
+    parts.append(matrix)
+    first = not profiled and not matrix
     for title, note, fig in (
         (
             "Across repeats",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xferbench import stats
-from xferbench.report import conns, containers, cpu, fmt, soak
+from xferbench.report import conns, containers, cpu, fmt, soak, stress
 from xferbench.report.summary import CellSummary, Summary, Verdict
 
 # The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
@@ -290,4 +290,5 @@ def markdown(s: Summary) -> str:
     out += containers.markdown(s)
     out += conns.markdown(s)
     out += cpu.markdown(s)
+    out += stress.markdown(s)
     return "\n".join(out)
