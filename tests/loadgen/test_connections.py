@@ -146,4 +146,8 @@ def test_connections_cut_by_the_network_are_reconnects(servers: dict[str, Runnin
     reconnects = total(client, "xfer_client_reconnects_total", transport=transport)
     assert reconnects >= 2, r.stderr[-2000:]
     assert reconnects == opened - 2  # every connection after each user's first
-    assert opened <= accepted <= opened + 2  # the server also saw connects the stop cut off (one per user)
+    # The server also saw connects the stop cut off (one per user). A gRPC channel whose connection was cut
+    # may also reconnect by itself (grpc-core leaves TRANSIENT_FAILURE at once when nothing backs off) before
+    # the user replaces it: at most once per replaced channel.
+    own_reconnects = reconnects if transport == "grpc" else 0
+    assert opened <= accepted <= opened + 2 + own_reconnects
