@@ -46,7 +46,7 @@ func TestRunEveryMethodPipelined(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := run(cfg, "t")
+		r, err := run(cfg, "t", runOpts{})
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
@@ -68,7 +68,7 @@ func TestRunCountsServerErrorsByCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := run(cfg, "t")
+	r, err := run(cfg, "t", runOpts{})
 	if err != nil || r.Calls != 7 || r.Errors["not_found"] != 7 || len(r.Errors) != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}
