@@ -20,7 +20,16 @@ from pathlib import Path
 
 import loadgen
 from xferbench.experiment import LOADGEN_KEYS, ROOT, Load
-from xferbench.process import READY_TIMEOUT_S, STOP_GRACE_S, TAIL_LINES, port_open, spawn, stop, wait_until
+from xferbench.process import (
+    READY_TIMEOUT_S,
+    STOP_GRACE_S,
+    TAIL_LINES,
+    ServerStartError,
+    port_open,
+    spawn,
+    stop,
+    wait_until,
+)
 
 DRIVERS = ("locust", "xferload")
 FRAME_CODECS = ("protobuf", "gob")
@@ -37,6 +46,8 @@ class Generator:
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
                  cpus: Sequence[int] | None = None) -> None:
         self.argv = self.command(host, load, metrics_port, run_time_s)
+        if os.path.isabs(self.argv[0]) and not Path(self.argv[0]).exists():
+            raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
         self.metrics_port = metrics_port
         self.log_path = log_path
         self._log = open(log_path, "wb")
