@@ -56,8 +56,10 @@ func TestRunEveryMethodPipelined(t *testing.T) {
 		if cfg.MaxCalls > 0 && r.Calls != cfg.MaxCalls {
 			t.Errorf("%v: %d calls, want --max-calls %d", args, r.Calls, cfg.MaxCalls)
 		}
-		if cfg.Rate > 0 && (r.Calls < 300 || r.Calls > 400) {
-			t.Errorf("%v: %d calls in 200 ms at 2000/s", args, r.Calls)
+		// 400 calls are due in 200 ms at 2000/s: each is made or counted missed (how many are missed
+		// depends on the machine's load, so it is not asserted).
+		if cfg.Rate > 0 && r.Calls+r.MissedCalls != 400 {
+			t.Errorf("%v: %d calls + %d missed in 200 ms at 2000/s, want 400", args, r.Calls, r.MissedCalls)
 		}
 	}
 }
