@@ -47,6 +47,8 @@ Schema (every key below is optional unless marked *required*)::
     slo_p99 = "20ms"            # capacity: the client P99 that must hold
     slo_failures = 0.01         # capacity: the failed fraction of calls that must not be exceeded
     transport = "grpc"          # grpc | frame; may be a list in a server group (a matrix axis)
+    driver = "locust"           # locust | xferload (frame, one method of echo/meta, steady; xferbench/generator.py)
+    frame_codec = "protobuf"    # protobuf | gob: xferload --codec (gob needs driver = "xferload")
 
     [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
     server = [0]                # the server on the lower half, Locust on the upper half, disjoint
@@ -297,6 +299,8 @@ class Load:
     mode: str | None = None  # None until the cell is built: "open" when a rate is given, else "closed"
     slo_p99: float | None = None  # seconds (the file may say "20ms")
     slo_failures: float = 0.01
+    driver: str = "locust"  # the load generator: locust (loadgen) or xferload (xferbench/generator.py)
+    frame_codec: str = "protobuf"  # xferload --codec: the frame listener's codec (gob: xferd-go's net/rpc default)
 
     @property
     def levels(self) -> tuple[int, ...]:
@@ -384,6 +388,11 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
     if key == "transport":
         if v not in TRANSPORTS:
             raise bad(" | ".join(TRANSPORTS))
+        return v
+    if key in ("driver", "frame_codec"):
+        allowed = ("locust", "xferload") if key == "driver" else ("protobuf", "gob")
+        if v not in allowed:
+            raise bad(" | ".join(f'"{a}"' for a in allowed))
         return v
     raise ExperimentError(f"{where}.{key}: unknown key; allowed: {', '.join(LOAD_KEYS)}")
 
@@ -928,6 +937,12 @@ def _resolve_mode(load: Load, where: str) -> Load:
         raise ExperimentError(f'{where}: load.mode = "capacity" needs load.slo_p99 (e.g. "20ms")')
     if mode == "capacity" and not load.rate:
         raise ExperimentError(f'{where}: load.mode = "capacity" needs load.rate, the first rate it tries')
+    from xferbench.generator import check_driver  # here: generator.py imports this module
+
+    try:
+        check_driver(load)
+    except ValueError as e:
+        raise ExperimentError(f'{where}: load.driver = "{load.driver}": load.{e}') from None
     load = replace(load, mode=mode)
     return _stepped(load, where) if load.steps else load
 

@@ -1,7 +1,8 @@
-"""Child processes: the server under test and Locust, each in its own process group, never orphaned.
+"""Child processes: the server under test and the load generator (xferbench/generator.py), each in its own
+process group, never orphaned.
 
 - Readiness is the server's `<name> ready key=value ...` stderr line (proto/PROTOCOL.md), read with a
-  deadline; Locust's readiness is its metrics port answering, polled with a deadline.
+  deadline; a generator's readiness is its metrics port answering, polled with a deadline.
 - Every child starts in a new session (its own process group; the terminal's Ctrl-C does not reach it, the
   runner stops it) with PR_SET_PDEATHSIG=SIGKILL, so even a runner killed with SIGKILL takes its direct
   children along. Stopping sends SIGTERM to the whole group, then SIGKILL after a grace period.
@@ -19,15 +20,11 @@ import selectors
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
-
-import loadgen
-from xferbench.experiment import LOADGEN_KEYS, ROOT, Load
 
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
@@ -301,54 +298,4 @@ class Server:
             if self.proc.stderr:
                 self.proc.stderr.close()
         self._close_log()
-        return code
-
-
-def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
-    """The Locust command line for one cell's load: Locust's own flags, then every [load] value that is a
-    loadgen option as loadgen spells it (loadgen.command_line)."""
-    xfer = {k: getattr(load, k) for k in LOADGEN_KEYS if getattr(load, k) is not None}
-    return [
-        sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen"), "--headless", "--host", host,
-        "-u", str(load.users), "-r", f"{load.spawn_rate:g}", "-t", f"{max(1, round(run_time_s))}s",
-        *loadgen.command_line({**xfer, "metrics_port": metrics_port}),
-        "--only-summary", "--loglevel", "WARNING",
-    ]
-
-
-class Locust:
-    """Locust headless as a subprocess, output to a log file; ready when its metrics port answers."""
-
-    def __init__(self, argv: Sequence[str], metrics_port: int, log_path: Path, cpus: Sequence[int] | None = None) -> None:
-        self.argv = list(argv)
-        self.metrics_port = metrics_port
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = spawn(self.argv, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, cpus=cpus)
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
-
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Polls the metrics port until it answers; raises with Locust's output tail if it exits or times
-        out."""
-        wait_until(lambda: port_open("127.0.0.1", self.metrics_port), self.proc,
-                   f"locust (metrics port {self.metrics_port})", timeout_s, self.tail)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def tail(self, n: int = TAIL_LINES) -> list[str]:
-        self._log.flush()
-        try:
-            return self.log_path.read_text(errors="replace").splitlines()[-n:]
-        except OSError:
-            return []
-
-    def stop(self, sig: int = signal.SIGTERM, grace_s: float = STOP_GRACE_S) -> int:
-        code = stop(self.proc, sig, grace_s)
-        self._log.close()
         return code

@@ -1,10 +1,11 @@
 """The sweep: every cell x repeat in interleaved order, one row per run, written as it is measured.
 
 One run (`run_one`) is four steps on one `RunRow`: start (the server on free ports, up at its ready line;
-the [network] proxy; the metrics source on it), measure (Locust headless, both sides scraped every second
-for warm-up + duration, the row's figures from the snapshots of the measured window; or the steps of a
-capacity search), collect (the soak's counts, the warnings), and stop. A run that fails (server does not
-start, dies, Locust exits) gets a failed row with the stderr tail and the sweep goes on; Ctrl-C (or
+the [network] proxy; the metrics source on it), measure (the load generator, Locust or xferload
+(xferbench/generator.py), both sides scraped every second for warm-up + duration, the row's figures from
+the snapshots of the measured window; or the steps of a capacity search), collect (the soak's counts, the
+warnings), and stop. A run that fails (server does not start, dies, the generator exits) gets a failed row
+with the stderr tail and the sweep goes on; Ctrl-C (or
 SIGTERM) stops the sweep, and what was measured is still written.
 """
 
@@ -32,8 +33,9 @@ import psutil
 
 from xferbench import capacity, figures, procfs, profile, soak, stats, steps
 from xferbench.experiment import Cell, Experiment, Load, slug
+from xferbench.generator import Generator, generator_class
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
-from xferbench.process import READY_TIMEOUT_S, Locust, Server, ServerStartError, free_port, kill_all, locust_argv
+from xferbench.process import READY_TIMEOUT_S, Server, ServerStartError, free_port, kill_all
 from xferbench.report.summary import summarize
 from xferbench.row import RunRow
 from xferbench.scrape import Snapshot, scrape
@@ -46,7 +48,7 @@ if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs con
     from xferbench.containers.backend import ContainerServer
 
 UNDERSERVED = capacity.ACHIEVED_MIN  # an open loop served below 95% of its rate did not get the load it asked for
-LOCUST_TAIL_MARGIN_S = 15.0  # Locust's own -t is a safety net past the runner's window
+GEN_TAIL_MARGIN_S = 15.0  # the generator's own time bound (Locust -t, xferload --duration): a safety net
 
 
 class CellFailed(RuntimeError):
@@ -366,7 +368,7 @@ class _Live:
     server: Server | ContainerServer | None = None
     proxy: Toxiproxy | None = None
     shadow: MetricsSource | None = None  # with PromQL, the built-in scraper alongside, to check every row
-    client_addr: str | None = None  # where Locust connects: the [network] proxy, else the server itself
+    client_addr: str | None = None  # where the generator connects: the [network] proxy, else the server itself
     watch: soak.Watch | None = None  # the leak check, in a soak
     begun: bool = False  # the metrics source has begun, so it must end
 
@@ -549,16 +551,16 @@ def _affinity(pid: int) -> list[int] | None:
 
 @dataclass
 class _Phase:
-    """One load phase: its Locust, and what was sampled while it ran."""
+    """One load phase: its load generator, and what was sampled while it ran."""
 
-    locust: Locust
+    gen: Generator
     stem: str
     total_s: float  # warm-up + measured
     client: list[Snapshot] = field(default_factory=list)
     t0: float = field(default_factory=time.time)  # wall clock when the load started
     warm_tick: int = 0  # the tick that ends the warm-up
     t_warm: float = 0.0  # monotonic time of that tick
-    cpu_self0: float | None = None  # the runner's and Locust's CPU seconds at that tick
+    cpu_self0: float | None = None  # the runner's and the generator's CPU seconds at that tick
     cpu_gen0: float | None = None
     gen_cpus0: tuple[float, float] | None = None  # idle and stolen seconds of the generator's CPUs then
     profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
@@ -567,23 +569,24 @@ class _Phase:
 
 
 def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
-    """Locust against the running server for warm-up + duration, scraping both sides every second; the
-    figures of the measured window. Raises CellFailed (a window without one completed call too, unless it is
-    a step of a capacity search, where that is the step's answer); Locust is stopped whatever happens."""
-    phase = _start_locust(live, load, stem)
+    """The load generator against the running server for warm-up + duration, scraping both sides every
+    second; the figures of the measured window. Raises CellFailed (a window without one completed call too,
+    unless it is a step of a capacity search, where that is the step's answer); the generator is stopped
+    whatever happens."""
+    phase = _start_generator(live, load, stem)
     unwatch = None
     try:
         try:
-            phase.locust.wait_ready()
+            phase.gen.wait_ready()
         except ServerStartError as e:
             raise CellFailed(str(e), e.tail) from None
-        unwatch = live.source.watch_client(f"127.0.0.1:{phase.locust.metrics_port}",
+        unwatch = live.source.watch_client(f"127.0.0.1:{phase.gen.metrics_port}",
                                            {"xferbench_cell": live.run.cell.name})
         if live.barrier is not None:
             try:
                 live.barrier.wait(timeout=READY_TIMEOUT_S)
             except threading.BrokenBarrierError:
-                raise CellFailed("the duet partner failed before its load started", phase.locust.tail()) from None
+                raise CellFailed("the duet partner failed before its load started", phase.gen.tail()) from None
         _sample(live, phase, profiled=live.exp.profile and not search_step)
         out = _phase_figures(live, phase, search_step)
         if live.run.cell.load.levels and not search_step:
@@ -597,33 +600,30 @@ def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -
             phase.profiler.sampler.stop()
         if unwatch is not None:
             unwatch()  # a last scrape, then the target goes (Prometheus keeps the series); before the stop
-        phase.locust.stop(grace_s=5.0)
+        phase.gen.stop(grace_s=5.0)
         _write_phase_series(live, phase, search_step)
 
 
-def _start_locust(live: _Live, load: Load, stem: str) -> _Phase:
+def _start_generator(live: _Live, load: Load, stem: str) -> _Phase:
+    """The cell's load generator (load.driver), pinned to the generator's CPUs."""
     cell = live.run.cell
     total = live.exp.warmup_s + load.duration_s
-    port = free_port()
-    live.progress.phase(live.run, "starting locust" + (f" at {load.rate}/s" if load.rate else ""))
+    kind = generator_class(load.driver)
+    live.progress.phase(live.run, f"starting {kind.name}" + (f" at {load.rate}/s" if load.rate else ""))
     host = f"{cell.transport}://{live.client_addr or live.running_server.addr(cell.transport)}"
-    locust = Locust(
-        locust_argv(host, load, port, total + LOCUST_TAIL_MARGIN_S),
-        port,
-        live.log("locust", stem),
-        cpus=live.exp.pinning.generator or None,
-    )
+    gen = kind(host, load, free_port(), total + GEN_TAIL_MARGIN_S, live.log(kind.name, stem),
+               cpus=live.exp.pinning.generator or None)
     assert live.row.pids is not None and live.row.cpus is not None  # start() set them
-    live.row.pids["locust"] = locust.proc.pid
-    live.row.cpus["generator"] = _affinity(locust.proc.pid)
-    return _Phase(locust, stem, total)
+    live.row.pids[kind.name] = gen.proc.pid
+    live.row.cpus["generator"] = _affinity(gen.proc.pid)
+    return _Phase(gen, stem, total)
 
 
 def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
-    """One tick a second for warm-up + duration: both processes must live; Locust and the metrics sources
-    are scraped; at the end of the warm-up the runner's and Locust's CPU times are noted, and with
+    """One tick a second for warm-up + duration: both processes must live; the generator and the metrics
+    sources are scraped; at the end of the warm-up the runner's and the generator's CPU times are noted, and with
     `profiled` the server's CPU sampling starts for the measured window."""
-    server, locust = live.running_server, phase.locust
+    server, gen = live.running_server, phase.gen
     phase.t0 = time.time()
     m0 = time.monotonic()
     ticks = math.ceil(phase.total_s)
@@ -645,9 +645,9 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
                 f"{server.name} {_exit_text(server)} during the run (at {time.monotonic() - m0:.1f}s)",
                 list(server.tail),
             )
-        if not locust.alive():
-            raise CellFailed(f"locust exited with status {locust.proc.returncode} during the run", locust.tail())
-        snap = scrape(locust.metrics_url, timeout=0.8)
+        if not gen.alive():
+            raise CellFailed(f"{gen.name} exited with status {gen.proc.returncode} during the run", gen.tail())
+        snap = scrape(gen.metrics_url, timeout=0.8)
         if (tw := procfs.time_wait(tw_ports)) is not None:
             phase.time_wait.append(tw)
         _gen_tick(live, phase)
@@ -657,7 +657,7 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
         if live.shadow is not None:
             live.shadow.tick()
         if k == phase.warm_tick:
-            phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(locust.proc.pid), time.monotonic()
+            phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(gen.proc.pid), time.monotonic()
             phase.gen_cpus0 = procfs.cpu_idle_steal(live.exp.pinning.generator) if live.exp.pinning.generator else None
             if profiled:
                 phase.profiler = _start_profile(live, phase, ticks - k)
@@ -695,12 +695,12 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
     """The row's figures from the snapshots of the measured window (after the warm-up tick)."""
     elapsed_w = time.monotonic() - phase.t_warm
     out: dict[str, Any] = {"runner_cpu_cores": _per_second(_self_cpu(), phase.cpu_self0, elapsed_w)}
-    gen_cpu_psutil = _per_second(_tree_cpu(phase.locust.proc.pid), phase.cpu_gen0, elapsed_w)
+    gen_cpu_psutil = _per_second(_tree_cpu(phase.gen.proc.pid), phase.cpu_gen0, elapsed_w)
     win_c = [s for s in phase.client if s.t >= phase.t0 + phase.warm_tick - 0.5]
     if len(win_c) < 2:
         raise CellFailed(
-            "fewer than two client metric scrapes in the measured window (is loadgen's --xfer-metrics-port serving?)",
-            phase.locust.tail(),
+            f"fewer than two client metric scrapes in the measured window (is {phase.gen.name}'s metrics port serving?)",
+            phase.gen.tail(),
         )
     t_a, t_b = win_c[0].t, win_c[-1].t
     srv_whole = live.source.snapshots(phase.t0, t_b)
@@ -724,7 +724,7 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
         out["build_info"] = srv_whole[-1].label_values("xfer_build_info")
     out["timeseries"] = f"timeseries/{phase.stem}.csv"
     if not out.get("client_qps") and not search_step:
-        raise CellFailed("no request completed in the measured window", phase.locust.tail())
+        raise CellFailed("no request completed in the measured window", phase.gen.tail())
     return out
 
 
@@ -814,7 +814,7 @@ def warnings(row: RunRow, cell: Cell) -> list[str]:
         else:
             why = (f"its CPUs {idle or 0:.2f} cores idle (< {figures.GEN_IDLE_MIN_CORES:g}), "
                    f"{row.gen_cpus_steal_cores or 0:.2f} stolen, {gen or 0:.2f} cores its own")
-        w.append(f"load generator saturated: {why}; the figures may describe Locust rather than the server")
+        w.append(f"load generator saturated: {why}; the figures may describe the generator rather than the server")
     if row.client_failures:
         w.append(f"{int(row.client_failures)} failed requests")
     if cell.load.mode == "open" and row.client_qps is not None:

@@ -9,7 +9,7 @@ import pytest
 
 import loadgen
 from xferbench import experiment as xe
-from xferbench.process import locust_argv
+from xferbench.generator import locust_argv
 
 
 def _exp(load: dict[str, object]) -> xe.Experiment:

@@ -35,6 +35,8 @@ type Config struct {
 	EntryMax int    // meta: ... and at most
 	Verify   bool
 	Drain    time.Duration // how long calls in flight at the end may take to finish
+	// MetricsAddr serves loadgen's client families on /metrics while the run lasts ("": not served).
+	MetricsAddr string
 }
 
 const usageHead = `usage: xferload --addr HOST:PORT --method upload|download|echo|meta [flags]
@@ -88,6 +90,17 @@ sequence number). Calls, checks and figures are the same.
 
 Bounds: --duration (after --warmup) and --max-calls (calls of the run, warmup included, setup not;
 0 = no count bound).
+--metrics-addr HOST:PORT serves /metrics while the run lasts, with the families, labels and buckets of
+loadgen's exporter (docs/DESIGN.md): xfer_client_requests_total{transport,method,code},
+xfer_client_request_duration_seconds (from the intended send time under --rate), xfer_client_errors_total,
+xfer_client_transfer_bytes_total{direction}, xfer_client_verifications_total, xfer_client_users (= --conns),
+process_cpu_seconds_total. Every call counts there, warm-up included. Method labels: Echo, Meta (one call
+per operation, as in loadgen), UploadCall (each UploadBegin/Chunk/Commit), DownloadChunk (each Read). The
+address bound is printed on stderr as "xferload metrics=HOST:PORT".
+
+SIGTERM or SIGINT ends the run early: no call starts after it, calls in flight get --drain to finish, the
+JSON is printed and the exit status is 0.
+
 Exit status: 0 done (even with errors counted), 1 the run failed (connection refused, setup failed),
 2 a bad flag.
 
@@ -134,6 +147,7 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&c.Name, "name", "", "download: a stored file name, or gen:SIZE[:SEED]")
 	fs.BoolVar(&c.Verify, "verify", true, "check downloaded data against the CRC-32 (false: lengths and status only)")
 	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long calls in flight at the end may take")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve loadgen's xfer_client_* families on HOST:PORT/metrics while running (\"\": off)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -5,10 +5,14 @@
 package main
 
 import (
+	"os/signal"
+	"syscall"
+
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"os"
 	"strconv"
@@ -33,8 +37,13 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xferload: error: %v\n", err)
 		return exitBadFlag
 	}
+	opts, err := processOpts(cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "xferload: error: %v\n", err)
+		return exitFailure
+	}
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
-	res, err := run(cfg, runID)
+	res, err := run(cfg, runID, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "xferload: error: %v\n", err)
 		return exitFailure
@@ -45,4 +54,23 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// processOpts ties the run to the process: SIGTERM and SIGINT halt it (calls in flight finish, the JSON is
+// printed, exit 0), and with --metrics-addr its families are served from before the first call.
+func processOpts(cfg *Config, stderr io.Writer) (runOpts, error) {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	opts := runOpts{stop: stop}
+	if cfg.MetricsAddr == "" {
+		return opts, nil
+	}
+	reg := prometheus.NewRegistry()
+	opts.obs = newClientMetrics(reg, cfg)
+	addr, err := serveMetrics(cfg.MetricsAddr, reg)
+	if err != nil {
+		return opts, err
+	}
+	fmt.Fprintf(stderr, "xferload metrics=%s\n", addr)
+	return opts, nil
 }

@@ -2,14 +2,22 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
 )
 
+// runOpts are a run's ties to the process: its Prometheus families (nil: none) and a channel that halts
+// the run early (SIGTERM; nil: never).
+type runOpts struct {
+	obs  *clientMetrics
+	stop <-chan os.Signal
+}
+
 // run dials every connection, runs the method's setup, then the workers,
 // and returns the merged figures.
-func run(cfg *Config, runID string) (Result, error) {
+func run(cfg *Config, runID string, opts runOpts) (Result, error) {
 	m, err := newMethod(cfg, runID)
 	if err != nil {
 		return Result{}, err
@@ -34,7 +42,7 @@ func run(cfg *Config, runID string) (Result, error) {
 
 	start := time.Now()
 	warmEnd := start.Add(cfg.Warmup)
-	s := &schedule{start: start, end: warmEnd.Add(cfg.Duration), rate: cfg.Rate, maxCalls: cfg.MaxCalls}
+	s := newSchedule(start, warmEnd.Add(cfg.Duration), cfg.Rate, cfg.MaxCalls)
 	cpu := cpuAt(warmEnd)
 	// Calls in flight at the end get --drain to finish; then the connections
 	// are closed, which fails whatever still waits.
@@ -44,6 +52,16 @@ func run(cfg *Config, runID string) (Result, error) {
 		}
 	})
 	defer stuck.Stop()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-opts.stop: // halted: calls in flight get --drain from now, as at the deadline
+			s.halt(time.Now())
+			stuck.Reset(cfg.Drain)
+		case <-finished:
+		}
+	}()
 
 	tallies := make([]*tally, 0, cfg.Conns*cfg.Inflight)
 	var wg sync.WaitGroup
@@ -55,7 +73,7 @@ func run(cfg *Config, runID string) (Result, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				work(s, c, sess, t, warmEnd)
+				work(s, c, sess, t, warmEnd, opts.obs)
 			}()
 		}
 	}
@@ -84,20 +102,30 @@ func dialAll(cfg *Config) ([]*conn, error) {
 }
 
 // work is one worker: take a call from the schedule, make it, record it.
-func work(s *schedule, c *conn, sess session, t *tally, warmEnd time.Time) {
+func work(s *schedule, c *conn, sess session, t *tally, warmEnd time.Time, obs *clientMetrics) {
 	for {
 		intended, ok := s.next(time.Now())
 		if !ok {
 			return
 		}
-		wait(intended)
-		sent := time.Now()
-		bytes, code, err := sess.call(c)
-		if err != nil {
-			t.errors["connection"]++ // no answer: not a call the server finished
+		if !s.wait(intended) {
+			s.handed.Add(^uint64(0)) // halted before it was sent: not sent
 			return
 		}
-		t.record(intended, sent, time.Now(), warmEnd, bytes, code)
+		sent := time.Now()
+		bytes, code, err := sess.call(c)
+		done := time.Now()
+		if err != nil {
+			t.errors["connection"]++ // no answer: not a call the server finished
+			if obs != nil {
+				obs.observe(done.Sub(intended), 0, "unavailable") // loadgen's code for a lost connection
+			}
+			return
+		}
+		t.record(intended, sent, done, warmEnd, bytes, code)
+		if obs != nil {
+			obs.observe(done.Sub(intended), bytes, code)
+		}
 	}
 }
 

@@ -63,7 +63,7 @@ func runEveryMethod(t *testing.T, addr string, codec ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := run(cfg, "t")
+		r, err := run(cfg, "t", runOpts{})
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
@@ -73,10 +73,10 @@ func runEveryMethod(t *testing.T, addr string, codec ...string) {
 		if cfg.MaxCalls > 0 && r.Calls != cfg.MaxCalls {
 			t.Errorf("%v: %d calls, want --max-calls %d", args, r.Calls, cfg.MaxCalls)
 		}
-		// Never more than the schedule's 400 in 200 ms; fewer when a starved machine misses the end
-		// (schedule_test.go checks the schedule's own count exactly).
-		if cfg.Rate > 0 && r.Calls > 400 {
-			t.Errorf("%v: %d calls in 200 ms at 2000/s, above the schedule", args, r.Calls)
+		// 400 calls are due in 200 ms at 2000/s: each is made or counted missed (how many are missed
+		// depends on the machine's load, so it is not asserted).
+		if cfg.Rate > 0 && r.Calls+r.MissedCalls != 400 {
+			t.Errorf("%v: %d calls + %d missed in 200 ms at 2000/s, want 400", args, r.Calls, r.MissedCalls)
 		}
 	}
 }
@@ -88,7 +88,7 @@ func TestRunCountsServerErrorsByCode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := run(cfg, "t")
+		r, err := run(cfg, "t", runOpts{})
 		if err != nil || r.Calls != 7 || r.Errors["not_found"] != 7 || len(r.Errors) != 1 {
 			t.Fatalf("%s: %+v %v", codec, r, err)
 		}
@@ -103,7 +103,7 @@ func TestRunGobAgainstProtobufServerFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := run(cfg, "t")
+	r, err := run(cfg, "t", runOpts{})
 	if err != nil || r.Calls != 0 || r.Errors["connection"] != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}

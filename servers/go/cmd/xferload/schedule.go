@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -17,6 +18,29 @@ type schedule struct {
 	maxCalls uint64 // 0: no count bound
 	taken    atomic.Uint64
 	handed   atomic.Uint64 // calls handed out (taken and within the bounds)
+	halted   chan struct{} // closed by halt: no call starts after it
+	haltedAt atomic.Int64  // when, in Unix nanoseconds (0: not halted)
+	haltOnce sync.Once
+}
+
+func newSchedule(start, end time.Time, rate float64, maxCalls uint64) *schedule {
+	return &schedule{start: start, end: end, rate: rate, maxCalls: maxCalls, halted: make(chan struct{})}
+}
+
+// halt ends the run now (SIGTERM): calls not yet sent are not sent, calls in flight finish.
+func (s *schedule) halt(now time.Time) {
+	s.haltOnce.Do(func() {
+		s.haltedAt.Store(now.UnixNano())
+		close(s.halted)
+	})
+}
+
+// until is the end of the run: its deadline, or when it was halted if that came first.
+func (s *schedule) until() time.Time {
+	if ns := s.haltedAt.Load(); ns != 0 && time.Unix(0, ns).Before(s.end) {
+		return time.Unix(0, ns)
+	}
+	return s.end
 }
 
 // due is the intended send time of call i (from 0) of an open model.
@@ -28,6 +52,9 @@ func (s *schedule) due(i uint64) time.Time {
 // model), or ok = false when the run is over. The caller sleeps until the
 // intended time (wait).
 func (s *schedule) next(now time.Time) (intended time.Time, ok bool) {
+	if s.haltedAt.Load() != 0 {
+		return time.Time{}, false
+	}
 	i := s.taken.Add(1) - 1
 	if s.maxCalls > 0 && i >= s.maxCalls {
 		return time.Time{}, false
@@ -57,7 +84,7 @@ func (s *schedule) missed() uint64 {
 		return 0
 	}
 	due := uint64(0)
-	if span := s.end.Sub(s.start).Seconds() * s.rate; span > 0 {
+	if span := s.until().Sub(s.start).Seconds() * s.rate; span > 0 {
 		due = uint64(math.Ceil(span))
 	}
 	if s.maxCalls > 0 {
@@ -66,9 +93,17 @@ func (s *schedule) missed() uint64 {
 	return due - min(due, s.handed.Load())
 }
 
-// wait sleeps until t (at once if t has passed).
-func wait(t time.Time) {
+// wait sleeps until t (at once if t has passed); false if the run was halted first, and then the call is
+// not sent.
+func (s *schedule) wait(t time.Time) bool {
 	if d := time.Until(t); d > 0 {
-		time.Sleep(d)
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-s.halted:
+			return false
+		}
 	}
+	return true
 }
