@@ -51,6 +51,7 @@ type clientMetrics struct {
 	errors   *prometheus.CounterVec
 	bytes    prometheus.Counter // the method's direction; echo and meta move none (as in loadgen)
 	verified *prometheus.CounterVec
+	opened   prometheus.Counter
 	method   string
 	verify   bool // checks are counted as loadgen counts them: with --verify on
 }
@@ -74,7 +75,14 @@ func newClientMetrics(reg prometheus.Registerer, cfg *Config) *clientMetrics {
 		Help: "Connections of this xferload (the runner's users)."})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "xfer_client_info",
 		Help: "This load generator: role, pid, transport and profile."}, []string{"role", "pid", "transport", "profile"})
-	reg.MustRegister(requests, duration, errs, moved, verified, users, info,
+	// xferload dials its connections once and never reconnects: a lost one ends its worker (code
+	// unavailable), so reconnects stay 0, exported as loadgen does.
+	opened := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xfer_client_connections_opened_total",
+		Help: "Connections opened to the server."}, []string{"transport"})
+	reconnects := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xfer_client_reconnects_total",
+		Help: "Connections opened again after an error or close."}, []string{"transport"})
+	reconnects.WithLabelValues("frame")
+	reg.MustRegister(requests, duration, errs, moved, verified, users, info, opened, reconnects,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	users.Set(float64(cfg.Conns))
 	info.WithLabelValues("local", strconv.Itoa(os.Getpid()), "frame", "steady").Set(1)
@@ -83,12 +91,15 @@ func newClientMetrics(reg prometheus.Registerer, cfg *Config) *clientMetrics {
 	moved.WithLabelValues("download")
 	direction := map[string]string{"upload": "upload", "download": "download"}[cfg.Method]
 	m := &clientMetrics{requests: requests.MustCurryWith(labels), duration: duration.With(labels),
-		errors: errs.MustCurryWith(labels), verified: verified, method: promMethod[cfg.Method], verify: cfg.Verify}
+		errors: errs.MustCurryWith(labels), verified: verified, opened: opened.WithLabelValues("frame"), method: promMethod[cfg.Method], verify: cfg.Verify}
 	if direction != "" {
 		m.bytes = moved.WithLabelValues(direction)
 	}
 	return m
 }
+
+// connected counts the run's connections, all dialed before its first call.
+func (m *clientMetrics) connected(n int) { m.opened.Add(float64(n)) }
 
 // observe records one call: code "" succeeded, verify_<what> failed a check (loadgen's data_loss), any
 // other is the server's code or the client's.

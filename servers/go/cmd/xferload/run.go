@@ -31,6 +31,9 @@ func run(cfg *Config, runID string, opts runOpts) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if opts.obs != nil {
+		opts.obs.connected(len(conns))
+	}
 	setupCalls, err := m.setup(conns[0])
 	if err != nil {
 		return Result{}, fmt.Errorf("setup of %s: %w", cfg.Method, err)
