@@ -9,6 +9,17 @@ from __future__ import annotations
 import os
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (another user's process counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def cpu_idle_steal(cpus: tuple[int, ...]) -> tuple[float, float] | None:
     """Seconds the CPUs have spent idle (idle + iowait) and stolen by the hypervisor so far, from /proc/stat;
     None when a CPU is not listed there."""

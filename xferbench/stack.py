@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from xferbench import process
+from xferbench import process, procfs
 from xferbench.targets import FileSDRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def registry(d: Path | None = None) -> FileSDRegistry:
     targets folder. Raises StackError, before any server starts, when no stack is up there."""
     d = d or stack_dir()
     state = _read_state(d)
-    if state is None or not _pid_alive(state[0]):
+    if state is None or not procfs.pid_alive(state[0]):
         raise StackError(
             f"no local stack is up in {d}: run `xferbench stack up` first "
             "(or give --prometheus-sd DIR, a folder of file-discovery targets that Prometheus watches)"
@@ -280,16 +280,6 @@ def wait_first_scrapes(url: str, timeout_s: float) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _read_state(d: Path) -> tuple[int, str] | None:
     pidfile, urlfile = d / "prometheus.pid", d / "prometheus.url"
     if not pidfile.exists():
@@ -314,7 +304,7 @@ def _parse_targets(items: Sequence[str]) -> dict[str, list[str]]:
 def cmd_up(a: argparse.Namespace) -> int:
     d: Path = a.dir
     state = _read_state(d)
-    if state and _pid_alive(state[0]):
+    if state and procfs.pid_alive(state[0]):
         print(f"stack already up: prometheus pid {state[0]} at {state[1]}")
         return 0
     d.mkdir(parents=True, exist_ok=True)
@@ -359,7 +349,7 @@ def _print_links(url: str) -> None:
 def cmd_down(a: argparse.Namespace) -> int:
     d: Path = a.dir
     state = _read_state(d)
-    if state is None or not _pid_alive(state[0]):
+    if state is None or not procfs.pid_alive(state[0]):
         print("stack is not up")
         (d / "prometheus.pid").unlink(missing_ok=True)
         return 0
@@ -369,11 +359,11 @@ def cmd_down(a: argparse.Namespace) -> int:
     except OSError:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while procfs.pid_alive(pid) and time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         time.sleep(POLL_INTERVAL_S)
-    if _pid_alive(pid):
+    if procfs.pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     (d / "prometheus.pid").unlink(missing_ok=True)
     print(f"prometheus (pid {pid}) stopped; data kept in {d / 'data'}")
@@ -382,7 +372,7 @@ def cmd_down(a: argparse.Namespace) -> int:
 
 def cmd_status(a: argparse.Namespace) -> int:
     state = _read_state(a.dir)
-    if state is None or not _pid_alive(state[0]):
+    if state is None or not procfs.pid_alive(state[0]):
         print("stack is not up")
         return 1
     pid, url = state

@@ -34,6 +34,7 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from xferbench import procfs
 from xferbench.containers import LABEL, cgroup, images
 from xferbench.containers.base import ulimits
 from xferbench.experiment import Cell, Limits
@@ -349,17 +350,7 @@ def remove_orphans(client: docker.DockerClient) -> list[str]:
     gone = []
     for c in client.containers.list(all=True, filters={"label": f"{LABEL}=runner"}):
         pid = c.labels.get(RUNNER_PID_LABEL, "")
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not procfs.pid_alive(int(pid)):
             _remove(c)
             gone.append(str(c.name))
     return gone
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
