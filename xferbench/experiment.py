@@ -251,6 +251,7 @@ SERVER_SPECS: dict[str, ServerSpec] = {
             "gogc-max": _pos_int,
             "memlimit": _bytes_or_off,
             "store": _store,
+            "frame-codec": _one_of("protobuf", "gob"),  # proto/GOB.md; drive gob with [load] frame_codec
             **_LIMIT_FLAGS,
         },
     ),
