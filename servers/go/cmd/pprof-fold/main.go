@@ -36,6 +36,9 @@ func main() {
 	}
 }
 
+// noStack names a sample without locations, in perf's manner for frames it cannot name.
+const noStack = "[no stack] (?)"
+
 // fold writes the folded stacks of the profile read from r, counting samples (value index 0).
 func fold(r io.Reader, w io.Writer) error {
 	p, err := profile.Parse(r)
@@ -63,6 +66,11 @@ func fold(r io.Reader, w io.Writer) error {
 				}
 				frames = append(frames, fmt.Sprintf("%s (%s)", strings.ReplaceAll(name, ";", ":"), obj))
 			}
+		}
+		if len(frames) == 0 {
+			// The runtime records a few samples with no stack at all (seen under load: a thread
+			// interrupted where it could not unwind); they are CPU all the same, so they stay counted.
+			frames = append(frames, noStack)
 		}
 		for i, j := 0, len(frames)-1; i < j; i, j = i+1, j-1 {
 			frames[i], frames[j] = frames[j], frames[i]

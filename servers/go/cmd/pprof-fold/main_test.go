@@ -9,7 +9,8 @@ import (
 )
 
 // A CPU profile built by hand: two samples of one stack (with an inlined frame) and one of another fold
-// into two lines, outermost frame first, inlined calls as frames of their own.
+// into two lines, outermost frame first, inlined calls as frames of their own; a sample with no stack is
+// counted under "[no stack]".
 func TestFoldCountsStacksOutermostFirst(t *testing.T) {
 	m := &profile.Mapping{ID: 1, File: "/x/build/bin/xferd-go"}
 	fn := func(id uint64, name string) *profile.Function { return &profile.Function{ID: id, Name: name} }
@@ -22,6 +23,7 @@ func TestFoldCountsStacksOutermostFirst(t *testing.T) {
 		Sample: []*profile.Sample{
 			{Location: []*profile.Location{inner, outer}, Value: []int64{2, 20e6}},
 			{Location: []*profile.Location{outer}, Value: []int64{1, 10e6}},
+			{Location: nil, Value: []int64{3, 30e6}}, // no stack: still CPU, under a name of its own
 		},
 		Location: []*profile.Location{outer, inner}, Function: []*profile.Function{handle, alloc, clr},
 		Mapping: []*profile.Mapping{m}, PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
@@ -35,7 +37,8 @@ func TestFoldCountsStacksOutermostFirst(t *testing.T) {
 	if err := fold(&enc, &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "main.handle (xferd-go) 1\n" +
+	want := "[no stack] (?) 3\n" +
+		"main.handle (xferd-go) 1\n" +
 		"main.handle (xferd-go);runtime.mallocgc (xferd-go);runtime.memclrNoHeapPointers (xferd-go) 2\n"
 	if out.String() != want {
 		t.Fatalf("folded:\n%s\nwant:\n%s", out.String(), want)
