@@ -260,13 +260,7 @@ def parse_step_s(text: str) -> float | None:
     t = text.strip().lower()
     if t in ("", "auto"):
         return None
-    try:
-        v = float(t)
-    except ValueError:
-        v = -1.0
-    if not 0 < v <= 86400:
-        raise ValueError(f"--xfer-step-s {text!r}: want seconds each step is held, 0 < S <= 86400, or auto")
-    return v
+    return _seconds(t, 86400, f"--xfer-step-s {text!r}: want seconds each step is held, 0 < S <= 86400, or auto")
 
 
 MIX_HELP = ("METHOD:WEIGHT pairs joined by ',', METHOD one of upload, download, echo, meta, WEIGHT a number >= 0 "
@@ -337,12 +331,17 @@ def parse_metrics_port(text: str) -> int | None:
 
 
 def parse_timeout(text: str) -> float:
+    return _seconds(text, 3600, f"--xfer-timeout {text!r}: want seconds per call, 0 < T <= 3600")
+
+
+def _seconds(text: str, hi: float, error: str) -> float:
+    """A number of seconds in (0, hi]; else ValueError(error)."""
     try:
         v = float(text)
     except ValueError:
         v = -1.0
-    if not 0 < v <= 3600:
-        raise ValueError(f"--xfer-timeout {text!r}: want seconds per call, 0 < T <= 3600")
+    if not 0 < v <= hi:
+        raise ValueError(error)
     return v
 
 
