@@ -11,12 +11,15 @@ EXPERIMENT ?= experiments/quick.toml
 # What `xferd-go --version` and `xferd-c --version` print (and xfer_build_info's version label).
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: setup build build-go build-c test lint containers test-go test-c test-py test-asan fuzz run demo proto clean bench-tools
+.PHONY: setup build build-go build-c test test-slow lint containers test-go test-c test-py test-asan fuzz fuzz-replay \
+  fresh-check run demo proto clean bench-tools
 
 setup:
 	@bash scripts/bootstrap.sh
 
-build: setup build-go build-c
+# Go and C build side by side (two cores); each prints its own time.
+build: setup
+	@t0=$$SECONDS; $(MAKE) --no-print-directory -j2 build-go build-c; echo "build: $$((SECONDS - t0))s"
 
 build-go:
 	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
@@ -40,25 +43,47 @@ test-c:
 	$(MAKE) -C servers/c test
 
 test-py:
-	$(PYTEST) -q
+	$(PYTEST) -q -m "not slow"
 
 # The conformance and frame bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
 test-asan:
 	$(MAKE) -C servers/c asan
 	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q tests/conformance tests/badinput tests/c/test_shutdown_race.py tests/c/test_alloc_metrics.py --ignore=tests/badinput/test_grpc_badinput.py
 
-# Go fuzz targets as package:Target. Each runs GO_FUZZ_SECONDS (bounded, one worker: the machine is shared);
-# an input that fails is written by go test to that package's testdata/fuzz/<Target>/, where it stays a seed.
+# Go fuzz targets as package:Target. Each explores for GO_FUZZ_SECONDS (bounded, one worker: the machine is
+# shared). `go test` replays each package's testdata/fuzz/<Target>/ as ordinary tests (`make test-go`); after
+# exploring, what go test found new is copied there from its cache, so the corpus lives in the repository.
 GO_FUZZ := internal/frame:FuzzParseFrame internal/frame:FuzzDecodeUploadChunk internal/errs:FuzzQuote \
   internal/gobrpc:FuzzGobServerCodec
 GO_FUZZ_SECONDS ?= 15
+GO_MODULE := xferbench/servers/go
 
+# Exploration (`make test-slow`): C for FUZZ_SECONDS, each Go target for GO_FUZZ_SECONDS.
 fuzz:
 	$(MAKE) -C servers/c fuzz-run
-	cd servers/go && for t in $(GO_FUZZ); do \
-	  go test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(GO_FUZZ_SECONDS)s -parallel=1 ./$${t%%:*}; done
+	cd servers/go && cache=$$(go env GOCACHE)/fuzz/$(GO_MODULE) && for t in $(GO_FUZZ); do \
+	  pkg=$${t%%:*} name=$${t#*:}; \
+	  go test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(GO_FUZZ_SECONDS)s -parallel=1 ./$$pkg || exit 1; \
+	  mkdir -p $$pkg/testdata/fuzz/$$name; \
+	  if [ -d $$cache/$$pkg/$$name ]; then cp -n $$cache/$$pkg/$$name/* $$pkg/testdata/fuzz/$$name/; fi; \
+	  echo "fuzz: $$pkg $$name keeps $$(ls $$pkg/testdata/fuzz/$$name | wc -l) inputs"; done
 
-test: build lint containers test-go test-c fuzz test-asan test-py
+# Replay only (`make test`): the C corpus and seeds once each; the Go corpus runs inside `make test-go`.
+fuzz-replay:
+	$(MAKE) -C servers/c fuzz-replay
+
+# The fast suite (README): every phase timed, a table at the end, the slowest tests printed by pytest.
+test: build
+	@bash scripts/test.sh fast
+
+# What must stay long: the full quick experiment, the 40 s ramp, the full soak, fuzz exploration, the compose
+# stack and the fresh-machine check.
+test-slow: build
+	@bash scripts/test.sh slow
+
+# The newcomer's path in a pristine container from the debootstrap base: bootstrap, build, a smoke test.
+fresh-check: containers
+	$(PY) scripts/fresh_check.py
 
 # The Docker path (README "Docker"): an engine and the debootstrap base image, cached under build/podman/.
 # One-time and slow (debootstrap): in `make test`, never in `make run`'s path. Says why in one line when it

@@ -14,7 +14,7 @@ from prometheus_client import generate_latest
 
 from loadgen import _cluster, _conns, _endpoint, _profiles
 from loadgen._checks import EXIT_CHECK_FAILED, RunFigures, verdict
-from loadgen._options import config_from, register
+from loadgen._options import Config, config_from, register
 from loadgen._process import XferProcess, begin, current
 from loadgen._summary import RunSummary, render
 from loadgen._users import check_host
@@ -32,22 +32,31 @@ def _fail_start(message: str) -> None:
 
 # ---- start-up -------------------------------------------------------------------------------------------
 
+def start_checks(opts: Any, host: str | None, role: str = "local") -> tuple[Config, str | None]:
+    """The options' Config and the host's transport (None on a worker, or with neither a host nor
+    --headless: the web UI asks for the host later), checked as a whole before any user starts. ValueError
+    names what is wrong; argparse has already refused each malformed value on its own."""
+    cfg = config_from(opts)
+    transport = None
+    headless = bool(getattr(opts, "headless", False))
+    if role != "worker" and (host or headless):
+        transport = check_host(host)
+        _conns.check_engine(cfg, transport)
+    if (role != "worker" and headless and cfg.profile in _profiles.NEEDS_RUN_TIME
+            and not getattr(opts, "run_time", None)):
+        raise ValueError(f"--xfer-profile {cfg.profile} needs -t/--run-time (its shape is scaled to the run time)")
+    if cfg.steps and cfg.profile != "step":
+        raise ValueError(f"--xfer-steps is for --xfer-profile step, not {cfg.profile}")
+    return cfg, transport
+
+
 def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_kw: Any) -> None:
     role = "master" if isinstance(runner, MasterRunner) else "worker" if isinstance(runner, WorkerRunner) else "local"
     xfer = begin(role, environment)
-    opts = environment.parsed_options
-    headless = bool(getattr(opts, "headless", False))
     try:
-        xfer.config = config_from(opts)
-        if role != "worker" and (environment.host or headless):
-            xfer.transport = check_host(environment.host)
-            _conns.check_engine(xfer.config, xfer.transport)
-        if (role != "worker" and headless and xfer.config.profile in _profiles.NEEDS_RUN_TIME
-                and not getattr(opts, "run_time", None)):
-            raise ValueError(f"--xfer-profile {xfer.config.profile} needs -t/--run-time (its shape is scaled "
-                             "to the run time)")
-        if xfer.config.steps and xfer.config.profile != "step":
-            raise ValueError(f"--xfer-steps is for --xfer-profile step, not {xfer.config.profile}")
+        xfer.config, transport = start_checks(environment.parsed_options, environment.host, role)
+        if transport:
+            xfer.transport = transport
         xfer.user_classes = list(environment.user_classes)
         _apply_mix(xfer)
     except ValueError as e:

@@ -118,18 +118,21 @@ setup_python() {
 # and the rest goes on. The engine and base image themselves are prepared by `make containers` (in `make
 # test`), not here: debootstrap is slow and `make run` must not wait for it.
 CONTAINER_APT_PACKAGES=(podman runc debootstrap)
+# docker-compose 1.29 speaks the Docker API, so it drives any engine (a Docker daemon or the Podman service
+# above); the compose-stack tests need it whichever engine there is.
+COMPOSE_APT_PACKAGES=(docker-compose)
 
 install_container_engine() {
-  if [ -n "${DOCKER_HOST:-}" ] || [ -S /var/run/docker.sock ]; then
-    return 0
+  local p wanted=("${COMPOSE_APT_PACKAGES[@]}") missing=()
+  if [ -z "${DOCKER_HOST:-}" ] && [ ! -S /var/run/docker.sock ]; then
+    wanted+=("${CONTAINER_APT_PACKAGES[@]}")
   fi
-  local p missing=()
-  for p in "${CONTAINER_APT_PACKAGES[@]}"; do
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
-    say "containers: no Docker engine and not root, so ${missing[*]} cannot be installed: the Docker path is unavailable"
+    say "containers: not root, so ${missing[*]} cannot be installed: the Docker path and the compose tests are unavailable"
     return 0
   fi
   say "containers: installing ${missing[*]}"
@@ -145,4 +148,4 @@ check_go
 install_toxiproxy
 install_inferno
 setup_python
-say "ready"
+say "ready (${SECONDS}s)"

@@ -56,7 +56,8 @@ HOST_CALLS = 40            # host-side calls per server (bounded)
 PORTS = ("XFERD_GO_GRPC", "XFERD_GO_FRAME", "XFERD_GO_METRICS", "XFERD_C_FRAME", "XFERD_C_METRICS", "LOCUST",
          "PROMETHEUS", "GRAFANA")
 # The first test also waits for the fixture: images.ensure may build (~7 min from scratch here), then up.
-pytestmark = pytest.mark.timeout(1200)
+# The whole stack up, loaded and down: about two minutes, so `make test-slow`.
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]
 RULES = rule_exprs()
 QUERIES = [q for path in DASHBOARDS for q in panel_queries(path)]
 

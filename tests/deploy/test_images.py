@@ -51,6 +51,26 @@ def test_hash_follows_every_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert images.inputs_hash(spec, {"BASE": "a"}) == edited
 
 
+def test_server_hash_follows_sources_not_the_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit that changes no server source must not rebuild the server images: the binaries embed the
+    commit (`git describe`, Go's VCS stamp), so the hash reads the sources they are built from."""
+    shutil.copytree(images.DOCKER_DIR, tmp_path / "deploy" / "docker")
+    main = tmp_path / "servers" / "go" / "cmd" / "xferd-go" / "main.go"
+    main.parent.mkdir(parents=True)
+    main.write_text("package main\n")
+    binary = tmp_path / "build" / "bin" / "xferd-go"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"ELF version f9f5399")
+    monkeypatch.setattr(images, "ROOT", tmp_path)
+    monkeypatch.setattr(images, "DOCKER_DIR", tmp_path / "deploy" / "docker")
+    spec = images.SPECS["xferd-go"]
+    first = images.inputs_hash(spec, {})
+    binary.write_bytes(b"ELF version 0a1b2c3-dirty")
+    assert images.inputs_hash(spec, {}) == first
+    main.write_text("package main\n\nfunc init() {}\n")
+    assert images.inputs_hash(spec, {}) != first
+
+
 def test_unknown_image_is_refused() -> None:
     with pytest.raises(images.ImageError, match="no image named nope"):
         images.ensure(None, ["nope"])  # type: ignore[arg-type]  # refused before the engine is asked

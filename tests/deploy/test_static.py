@@ -180,17 +180,12 @@ def test_compose_file_matches_the_compose_spec() -> None:
     jsonschema.validators.validator_for(schema)(schema).validate(doc)
 
 
-def _docker_compose_available() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    r = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, timeout=30)
-    return r.returncode == 0
-
-
-@pytest.mark.skipif(not _docker_compose_available(),
-                    reason="no `docker compose` plugin here (the schema check above still runs)")
 def test_docker_compose_config() -> None:
-    r = subprocess.run(["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"],
+    """docker-compose itself (1.29, which the bootstrap installs and the compose-stack test drives) accepts the
+    file: interpolation, merge and its own schema, beyond the Compose Specification's JSON schema above."""
+    exe = shutil.which("docker-compose")
+    assert exe, "docker-compose is not installed (scripts/bootstrap.sh installs it); this test does not skip"
+    r = subprocess.run([exe, "-f", str(COMPOSE), "-p", "xferbench", "config", "--quiet"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -1,16 +1,22 @@
-"""`locust -f loadgen/` refuses malformed options before any test starts (no server needed)."""
+"""`locust -f loadgen/` refuses malformed options before any test starts (no server needed).
+
+Each malformed option is checked in-process, through Locust's own parser with loadgen's options registered
+and the start-up checks `_on_init` runs (a Locust process costs a second or more to start). A few cases
+run the real `locust` command, to prove the same parser and checks are the ones it wires in."""
 
 from __future__ import annotations
 
 import pytest
+from locust.argument_parser import get_parser
 
+from loadgen._hooks import start_checks
+from loadgen._options import register
 from tests.loadgen.support import run_locust
 
 BASE = ["--headless", "-u", "1", "-r", "1", "-t", "1s", "--xfer-metrics-port", "0", "--only-summary"]
 HOST = ["--host", "grpc://127.0.0.1:1"]
 
-
-@pytest.mark.parametrize(("args", "message"), [
+BAD_OPTIONS = [
     (["--xfer-sizes", "10XB"], "argument --xfer-sizes: --xfer-sizes '10XB'"),
     (["--xfer-sizes", "lognormal:1MiB"], "want lognormal:MEDIAN:SIGMA[:MAX]"),
     (["--xfer-chunk", "8MiB"], "argument --xfer-chunk"),
@@ -28,27 +34,61 @@ HOST = ["--host", "grpc://127.0.0.1:1"]
     (["--xfer-meta-entries", "-1"], "--xfer-meta-entries '-1': want a whole number of entries"),
     (["--xfer-meta-size", "64-8"], "--xfer-meta-size '64-8': want MIN-MAX bytes"),
     (["--xfer-meta-size", "8-300"], "--xfer-meta-size '8-300'"),
-])
-def test_bad_option_is_rejected_before_start(args: list[str], message: str) -> None:
-    r = run_locust([*BASE, *HOST, *args], timeout=60)
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert message in r.stderr, r.stderr[-2000:]
-    assert "xfer-metrics role=" not in r.stderr  # stopped before any Locust process started
+]
+
+
+def refusal(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What loadgen says when Locust's parser and the start-up checks refuse `args`; fails if they accept."""
+    parser = get_parser(default_config_files=[])
+    register(parser)
+    with pytest.raises(SystemExit) as exit_:
+        opts = parser.parse_args(["-f", "loadgen/", *args])
+        try:
+            start_checks(opts, opts.host)
+        except ValueError as e:
+            parser.error(str(e))  # the same exit and form as locust: error: ... (hooks._fail_start)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_OPTIONS)
+def test_bad_option_is_rejected_before_start(args: list[str], message: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in refusal([*BASE, *HOST, *args], capsys)
 
 
 @pytest.mark.parametrize(("host", "message"), [
     ("http://127.0.0.1:8089", "unknown scheme 'http'; accepted schemes: grpc, frame"),
     ("grpc://127.0.0.1", "has no port"),
 ])
-def test_bad_host_is_rejected(host: str, message: str) -> None:
-    r = run_locust([*BASE, "--host", host], timeout=60)
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert "--host: " in r.stderr and message in r.stderr, r.stderr[-2000:]
+def test_bad_host_is_rejected(host: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refusal([*BASE, "--host", host], capsys)
+    assert "--host: " in err and message in err, err
 
 
-def test_missing_host_and_run_time_are_rejected() -> None:
-    r = run_locust(BASE, timeout=60)
-    assert r.returncode == 2 and "--host is required: grpc://HOST:PORT or frame://HOST:PORT" in r.stderr
+def test_missing_host_and_run_time_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--host is required: grpc://HOST:PORT or frame://HOST:PORT" in refusal(BASE, capsys)
     no_t = [a for a in BASE if a not in ("-t", "1s")]
-    r = run_locust([*no_t, *HOST, "--xfer-profile", "ramp"], timeout=60)
-    assert r.returncode == 2 and "--xfer-profile ramp needs -t/--run-time" in r.stderr, r.stderr[-2000:]
+    assert "--xfer-profile ramp needs -t/--run-time" in refusal([*no_t, *HOST, "--xfer-profile", "ramp"], capsys)
+
+
+def test_good_options_pass_the_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    """The in-process path accepts what a real run accepts: the refusals above come from the options."""
+    parser = get_parser(default_config_files=[])
+    register(parser)
+    opts = parser.parse_args(["-f", "loadgen/", *BASE, *HOST, "--xfer-sizes", "64KiB,1MiB"])
+    cfg, transport = start_checks(opts, opts.host)
+    assert transport == "grpc" and cfg.profile == "steady"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([*BASE, *HOST, "--xfer-sizes", "10XB"], "argument --xfer-sizes: --xfer-sizes '10XB'"),  # argparse
+    ([*BASE, "--host", "grpc://127.0.0.1"], "has no port"),  # start_checks, from Locust's init event
+    ([a for a in BASE if a not in ("-t", "1s")] + [*HOST, "--xfer-profile", "ramp"],
+     "--xfer-profile ramp needs -t/--run-time"),
+])
+def test_the_locust_command_refuses_the_same_way(args: list[str], message: str) -> None:
+    r = run_locust(args, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert message in r.stderr, r.stderr[-2000:]
+    assert "xfer-metrics role=" not in r.stderr  # stopped before any Locust process started

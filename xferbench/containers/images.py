@@ -81,9 +81,14 @@ class Spec:
         return f"deploy/docker/{self.name}.Dockerfile"
 
 
+# The servers' hashes cover the sources their binaries are built from, not the binaries: those embed
+# `git describe` (and Go its VCS stamp), so hashing them rebuilt every image at every commit.
+GO_SOURCES = ("servers/go/go.mod", "servers/go/go.sum", "servers/go/cmd", "servers/go/internal")
+C_SOURCES = ("servers/c/Makefile", "servers/c/src", "servers/c/gen")
+
 SPECS: dict[str, Spec] = {
-    "xferd-go": Spec("xferd-go", ("build/bin/xferd-go",), ("build/bin/xferd-go",), needs=("build/bin/xferd-go",)),
-    "xferd-c": Spec("xferd-c", ("build/bin/xferd-c",), ("build/bin/xferd-c",), needs=("build/bin/xferd-c",)),
+    "xferd-go": Spec("xferd-go", GO_SOURCES, ("build/bin/xferd-go",), needs=("build/bin/xferd-go",)),
+    "xferd-c": Spec("xferd-c", C_SOURCES, ("build/bin/xferd-c",), needs=("build/bin/xferd-c",)),
     "locust": Spec("locust", PYTHON_SOURCES, ("loadgen", "build/wheels"), prepare=_wheels),
     "prometheus": Spec("prometheus", ("deploy/prometheus",), ("deploy/prometheus",), target=None),
 }

@@ -1,0 +1,144 @@
+"""`make fresh-check`: the newcomer's path, proved in a pristine container.
+
+A container from the project's debootstrap base (Debian bookworm minbase: no compiler, no Python packages,
+no Prometheus) receives the checkout as a clone would hold it (the files git tracks, plus new files it does
+not ignore) and runs `scripts/bootstrap.sh`, `make build` and a smoke test (`make demo` and the unit tests).
+An install step that only a developer's machine has fails here, before a newcomer meets it.
+
+What the container borrows from the host, and why:
+- the Go toolchain (read-only at /usr/local/go): the README names Go 1.25+ as a prerequisite, and bookworm's
+  own golang is older;
+- the host's CA bundle (read-only, as SSL_CERT_FILE and PIP_CERT): the machine may reach the package
+  registries only through a proxy that presents its own certificate;
+- the host's network (loopback and the registries);
+- a download cache for apt's .deb files under build/fresh-check/, so a second check on the same machine does
+  not fetch the same packages again (installing them is still done from scratch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from xferbench.containers import LABEL, base, engine
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "build" / "fresh-check"
+LOG = WORK / "fresh-check.log"
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+GO_ROOT = Path(os.environ.get("GOROOT") or subprocess.run(
+    ["go", "env", "GOROOT"], capture_output=True, text=True, check=False).stdout.strip() or "/usr/local/go")
+TIMEOUT_S = 40 * 60
+# Inside the container, as a newcomer types it. Each step is timed; `set -e` stops at the first failure.
+SCRIPT = r"""
+set -euo pipefail
+step() { printf '\n== fresh-check: %s\n' "$*"; }
+timed() { local t0=$SECONDS; "$@"; printf 'fresh-check: %s took %ss\n' "$*" $((SECONDS - t0)); }
+cd /src
+step "scripts/bootstrap.sh (apt, venv, Go modules, toxiproxy)"
+timed bash scripts/bootstrap.sh
+step "make build"
+timed make build
+step "smoke: make demo"
+timed make demo DEMO_SECONDS=5
+step "smoke: unit tests"
+timed .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit
+step "passed"
+"""
+
+
+def source_tar() -> bytes:
+    """The checkout as a clone would hold it, under src/: tracked files and untracked files git does not
+    ignore (so a new file a commit is about to add counts), without build/ and .venv/ (ignored)."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in sorted(n for n in names if n):
+            path = ROOT / name
+            if path.is_file() or path.is_symlink():  # a file deleted in the working tree is not sent
+                tar.add(path, arcname=f"src/{name}", recursive=False)
+    return buf.getvalue()
+
+
+def environment() -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/go/bin:/root/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "SSL_CERT_FILE": "/etc/xferbench-host-ca.crt",
+        "PIP_CERT": "/etc/xferbench-host-ca.crt",
+        "GOPROXY": os.environ.get("GOPROXY", "https://proxy.golang.org,direct"),
+        "DEBIAN_FRONTEND": "noninteractive",
+        "PYTHONUNBUFFERED": "1",
+        "CI": "true",
+    }
+
+
+def volumes() -> dict[str, dict[str, str]]:
+    archives = WORK / "apt-archives"
+    (archives / "partial").mkdir(parents=True, exist_ok=True)
+    return {
+        str(GO_ROOT): {"bind": "/usr/local/go", "mode": "ro"},
+        str(HOST_CA.resolve()): {"bind": "/etc/xferbench-host-ca.crt", "mode": "ro"},
+        str(archives): {"bind": "/var/cache/apt/archives", "mode": "rw"},
+    }
+
+
+def run(client: docker.DockerClient, image: str, timeout_s: float) -> int:
+    # Debian's docker-clean apt hook would delete the cached .debs after every install: off in here.
+    script = "rm -f /etc/apt/apt.conf.d/docker-clean\n" + SCRIPT
+    container = client.containers.create(
+        image, ["bash", "-c", script], network_mode="host", environment=environment(), volumes=volumes(),
+        ulimits=base.ulimits(), labels={LABEL: "fresh-check"}, working_dir="/",
+    )
+    try:
+        if not container.put_archive("/", source_tar()):
+            raise RuntimeError("the engine refused the checkout's tar")
+        container.start()
+        deadline = time.monotonic() + timeout_s
+        with open(LOG, "w") as log:
+            for chunk in container.logs(stream=True, follow=True):
+                text = chunk.decode(errors="replace")
+                log.write(text)
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                if time.monotonic() > deadline:
+                    print(f"fresh-check: over {timeout_s:.0f}s; stopping the container", file=sys.stderr)
+                    container.kill()
+                    break
+        return int(container.wait(timeout=60)["StatusCode"])
+    finally:
+        container.remove(force=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds before the check is stopped")
+    args = ap.parse_args()
+    if not (GO_ROOT / "bin" / "go").exists():
+        print(f"fresh-check: no Go toolchain at {GO_ROOT} to lend the container", file=sys.stderr)
+        return 2
+    WORK.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        client = engine.ensure()
+        image = base.ensure_base(client)
+        code = run(client, image, args.timeout)
+    except (engine.EngineError, docker.errors.DockerException) as e:
+        print(f"fresh-check: cannot run: {e}", file=sys.stderr)
+        return 2
+    verdict = "passed" if code == 0 else f"FAILED (exit {code}; the log is {LOG.relative_to(ROOT)})"
+    print(f"fresh-check: {verdict} in {time.monotonic() - started:.0f}s")
+    return 0 if code == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make test` (fast) and `make test-slow` (slow): every phase runs, each is timed, and a table at the end says
+# how long each took and which failed. The exit status is non-zero when any phase failed. Setup and build are
+# done by make before this script and timed by it apart (bootstrap prints its own time).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+suite=${1:?usage: scripts/test.sh fast|slow}
+PYTEST=${PYTEST:-.venv/bin/python -m pytest}
+
+phases=()
+results=()
+failed=0
+
+phase() {
+  local name=$1 t0=$SECONDS rc
+  shift
+  printf '\n== %s: %s\n' "$suite" "$name"
+  "$@"
+  rc=$?
+  phases+=("$name")
+  results+=("$(printf '%6ds  %s' $((SECONDS - t0)) "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+  [ $rc -eq 0 ] || failed=1
+}
+
+# Each pytest phase also writes JUnit XML under build/test-results/ (.ci/run totals them in its last line).
+# Exit 5 (no test collected) counts as a failure: a selection that finds nothing tests nothing.
+pytest_marked() {
+  mkdir -p build/test-results
+  $PYTEST -q -m "$1" --junitxml="build/test-results/$2.xml"
+}
+
+case "$suite" in
+  fast)
+    phase lint make --no-print-directory lint
+    phase containers make --no-print-directory containers
+    phase go-test make --no-print-directory test-go
+    phase c-test make --no-print-directory test-c
+    phase fuzz-replay make --no-print-directory fuzz-replay
+    phase asan make --no-print-directory test-asan
+    phase pytest pytest_marked "not slow" fast
+    ;;
+  slow)
+    phase containers make --no-print-directory containers
+    phase fuzz-explore make --no-print-directory fuzz
+    phase pytest-slow pytest_marked slow slow
+    phase fresh-check make --no-print-directory fresh-check
+    ;;
+  *)
+    echo "usage: scripts/test.sh fast|slow" >&2
+    exit 2
+    ;;
+esac
+
+printf '\n== %s: time by phase\n' "$suite"
+for i in "${!phases[@]}"; do
+  printf '%-14s %s\n' "${phases[$i]}" "${results[$i]}"
+done
+printf '%-14s %6ds\n' total "$SECONDS"
+exit $failed
