@@ -1,4 +1,4 @@
-"""The `xferbench` command: run, compare, report, list, stack."""
+"""The `xferbench` command: run, compare, report, list, stack, cost, export, images."""
 
 from __future__ import annotations
 

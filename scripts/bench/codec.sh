@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# net/rpc codecs, gob against protobuf (issue 15): xferd-go's frame listener served with --frame-codec protobuf
+# net/rpc codecs, gob against protobuf (BENCHMARKS.md): xferd-go's frame listener served with --frame-codec protobuf
 # (PROTOCOL.md's frames) and --frame-codec gob (net/rpc's own gob stream, proto/GOB.md), each freshly started,
 # driven by build/bin/xferload --codec of the same name, for ROUNDS alternating rounds:
 #   echo      Echo of a 256-byte payload, CONNS connections x INFLIGHT calls in flight

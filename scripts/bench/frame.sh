@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Frame transfers vs the loopback ceiling (issue 12): for ROUNDS alternating rounds, iperf3's loopback TCP
+# Frame transfers vs the loopback ceiling (BENCHMARKS.md): for ROUNDS alternating rounds, iperf3's loopback TCP
 # ceiling, then xferd-c and xferd-go (each freshly started, per store in STORES) under build/bin/xferload:
 #   upload    64 MiB files in 1 MiB chunks
 #   download  Read of a stored 64 MiB file in 1 MiB lengths

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# xferd-go's gRPC path against its two references (issue 12; BENCHMARKS.md):
+# xferd-go's gRPC path against its two references (BENCHMARKS.md):
 #   (a) Echo, ghz c=16, 256 B payloads, ECHO_SECONDS each, on bare-echo (grpc-go with nothing of ours) and on
 #       xferd-go: ratio = xferd-go rps / bare-echo rps;
 #   (b) Upload (client stream: header, 8 x 1 MiB chunks, trailer; c=4) and Download (server stream of that

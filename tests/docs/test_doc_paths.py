@@ -1,7 +1,7 @@
 """Every repository path the documents name exists: README.md, loadgen/README.md, servers/*/README.md,
-proto/PROTOCOL.md and docs/*.md. A path is a backticked word (or a link target) that starts with one of the
-repository's top-level entries or with a directory beside the document, or a file name with a known
-extension; it may be relative to the document, the repository, or a directory named earlier in the same
+deploy/README.md, proto/PROTOCOL.md and docs/*.md. A path is a backticked word (or a link target) that starts
+with one of the repository's top-level entries or with a directory beside the document, or a file name with a
+known extension; it may be relative to the document, the repository, or a directory named earlier in the same
 section (`tests/fault/` … `test_toxics.py`). Globs must match."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.docs.markdown import is_heading, named_in_line, prose_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "loadgen" / "README.md", *sorted(ROOT.glob("servers/*/README.md")),
-        ROOT / "proto" / "PROTOCOL.md", *sorted(ROOT.glob("docs/*.md"))]
+        ROOT / "deploy" / "README.md", ROOT / "proto" / "PROTOCOL.md", *sorted(ROOT.glob("docs/*.md"))]
 EXTENSIONS = (".md", ".py", ".go", ".c", ".h", ".toml", ".yml", ".yaml", ".json", ".sh", ".proto", ".vectors",
               ".Dockerfile", ".jsonl", ".csv", ".html", ".mod", ".sum", ".log", ".prom", ".txt")
 # Paths that exist only once something ran, each with what writes it.

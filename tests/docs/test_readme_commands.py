@@ -1,6 +1,7 @@
-"""The README's shell commands do what it says: each one runs here, as written, unless it needs a long load
-or Docker (each such command is listed below with the reason). Servers are started on free ports and the
-README's addresses (the servers' defaults, read from their --help) are pointed at them."""
+"""The README's shell commands, and those of the documents it sends readers to (docs/USAGE.md,
+docs/EXPERIMENTS.md, deploy/README.md), do what they say: each one runs here, as written, unless it needs a
+long load or Docker (each such command is listed below with the reason). Servers are started on free ports
+and the documents' addresses (the servers' defaults, read from their --help) are pointed at them."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.support.servers import ROOT, RunningServer, running_server
 from xferbench.process import free_port
 
 README = ROOT / "README.md"
+DOCS = [README, ROOT / "docs" / "USAGE.md", ROOT / "docs" / "EXPERIMENTS.md", ROOT / "deploy" / "README.md"]
 VENV_BIN = Path(sys.executable).parent
 QUICK_TIMEOUT_S = 60.0
 DEMO_TIMEOUT_S = 600.0  # make demo builds first (a no-op once built), then about 20 s
@@ -53,7 +55,11 @@ RUN = (*QUICK, SERVER, *CLIENT, STACK, DEMO)
 
 
 def readme_commands() -> list[Command]:
-    return shell_commands(README)
+    return [c for doc in DOCS for c in shell_commands(doc)]
+
+
+def where(c: Command) -> str:
+    return f"{c.doc.relative_to(ROOT)}:{c.line}"
 
 
 def matching(pattern: str | tuple[str, ...]) -> list[Command]:
@@ -70,7 +76,7 @@ def run(argv: list[str], timeout: float = QUICK_TIMEOUT_S, **kw) -> subprocess.C
 def test_every_readme_command_is_run_or_excused() -> None:
     commands = readme_commands()
     assert len(commands) > 10, "the README's sh blocks were not found"
-    unclassified = [f"README.md:{c.line}: {c.text}" for c in commands
+    unclassified = [f"{where(c)}: {c.text}" for c in commands
                     if not any(re.search(p, c.text) for p in (*RUN, *NOT_RUN))]
     assert not unclassified, "README commands this test neither runs nor excuses:\n" + "\n".join(unclassified)
 
@@ -78,7 +84,7 @@ def test_every_readme_command_is_run_or_excused() -> None:
 @pytest.mark.parametrize("command", matching(QUICK), ids=lambda c: c.text)
 def test_quick_command_runs(command: Command) -> None:
     r = run(command.argv)
-    assert r.returncode == 0, f"README.md:{command.line}: {command.text}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+    assert r.returncode == 0, f"{where(command)}: {command.text}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
     assert r.stdout.strip(), f"{command.text} printed nothing"
 
 
@@ -129,10 +135,10 @@ def test_client_commands_work_as_written(servers: dict[str, RunningServer], tmp_
         assert text != c.text or "py_client" not in text, f"{c.text}: an address no server listens on by default"
         text = re.sub(r"(^|\s)\.venv/", lambda m: f"{m[1]}{ROOT}/.venv/", text)  # run from a fresh folder
         r = run(["bash", "-c", text], cwd=tmp_path)
-        assert r.returncode == 0, f"README.md:{c.line}: {c.text}\n{r.stdout}{r.stderr}"
+        assert r.returncode == 0, f"{where(c)}: {c.text}\n{r.stdout}{r.stderr}"
         if "py_client" in text:
             result = json.loads(r.stdout.splitlines()[-1])
-            assert result["ok"] is True, f"README.md:{c.line}: {result}"
+            assert result["ok"] is True, f"{where(c)}: {result}"
     assert (tmp_path / "b.bin").stat().st_size == 10485760
 
 
@@ -146,7 +152,7 @@ def test_stack_commands_work_as_written(tmp_path: Path) -> None:
     for up in ups:
         try:
             r = run([*up.argv, *private, *listen], timeout=120)
-            assert r.returncode == 0, f"README.md:{up.line}: {up.text}\n{r.stdout}{r.stderr}"
+            assert r.returncode == 0, f"{where(up)}: {up.text}\n{r.stdout}{r.stderr}"
             r = run([*rest["status"].argv, *private])
             assert r.returncode == 0 and "127.0.0.1" in r.stdout, f"{rest['status'].text}\n{r.stdout}{r.stderr}"
         finally:
@@ -157,6 +163,6 @@ def test_stack_commands_work_as_written(tmp_path: Path) -> None:
 def test_make_demo_runs() -> None:
     [demo] = matching(DEMO)
     r = run(demo.argv, timeout=DEMO_TIMEOUT_S)
-    assert r.returncode == 0, f"README.md:{demo.line}: {demo.text}\n{r.stdout[-4000:]}{r.stderr[-4000:]}"
+    assert r.returncode == 0, f"{where(demo)}: {demo.text}\n{r.stdout[-4000:]}{r.stderr[-4000:]}"
     for step in ("xferd-go ready", "xferd-c ready", "xfer-check PASS: failures==0", "xfer_requests_total"):
         assert step in r.stdout + r.stderr, f"make demo did not show {step!r}"

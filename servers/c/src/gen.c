@@ -96,17 +96,24 @@ void gen_crc_cache_reset(void) {
 }
 
 uint32_t gen_crc(uint64_t size, uint64_t seed) {
+    uint32_t c = 0;
+    gen_crc_until(size, seed, NULL, &c);
+    return c;
+}
+
+int gen_crc_until(uint64_t size, uint64_t seed, const atomic_bool *cancel, uint32_t *out) {
     pthread_mutex_lock(&cache.mu);
     for (unsigned k = 0; k < GEN_CRC_CACHE; k++) {
         if (cache.e[k].used && cache.e[k].size == size && cache.e[k].seed == seed) {
-            uint32_t c = cache.e[k].crc;
+            *out = cache.e[k].crc;
             pthread_mutex_unlock(&cache.mu);
-            return c;
+            return 0;
         }
     }
     pthread_mutex_unlock(&cache.mu);
 
-    uint32_t crc = gencache_crc(size, seed);
+    uint32_t crc;
+    if (gencache_crc_until(size, seed, cancel, &crc) != 0) return -1; /* cut short: nothing cached */
 
     pthread_mutex_lock(&cache.mu);
     unsigned k = cache.next++ % GEN_CRC_CACHE;
@@ -115,5 +122,6 @@ uint32_t gen_crc(uint64_t size, uint64_t seed) {
     cache.e[k].crc = crc;
     cache.e[k].used = 1;
     pthread_mutex_unlock(&cache.mu);
-    return crc;
+    *out = crc;
+    return 0;
 }

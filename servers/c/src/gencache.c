@@ -138,11 +138,13 @@ static uint32_t block_crc(uint64_t seed, uint64_t k, size_t len) {
     return c;
 }
 
-uint32_t gencache_crc(uint64_t size, uint64_t seed) {
+int gencache_crc_until(uint64_t size, uint64_t seed, const atomic_bool *cancel, uint32_t *out) {
     size_t full = (size_t)(size / GEN_BLOCK), rest = (size_t)(size % GEN_BLOCK);
     uLong op = crc32_combine_gen(GEN_BLOCK);
     uLong c = 0;
     for (size_t k = 0; k < full; k++) {
+        /* one block (1 MiB, about a millisecond) between looks: a pass over a large new seed takes seconds */
+        if (cancel && atomic_load_explicit(cancel, memory_order_relaxed)) return -1;
         pthread_mutex_lock(&mu);
         seed_entry *e = seed_get(seed, full);
         bool have = e && e->known[k];
@@ -160,7 +162,14 @@ uint32_t gencache_crc(uint64_t size, uint64_t seed) {
         c = crc32_combine_op(c, bc, op);
     }
     if (rest) c = crc32_combine(c, block_crc(seed, full, rest), (z_off_t)rest);
-    return (uint32_t)c;
+    *out = (uint32_t)c;
+    return 0;
+}
+
+uint32_t gencache_crc(uint64_t size, uint64_t seed) {
+    uint32_t c = 0;
+    gencache_crc_until(size, seed, NULL, &c);
+    return c;
 }
 
 void gencache_expire(uint64_t now_ms) {

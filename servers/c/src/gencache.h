@@ -8,6 +8,7 @@
 #ifndef XFERD_GENCACHE_H
 #define XFERD_GENCACHE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,11 @@ int gencache_spans(uint64_t seed, uint64_t offset, size_t len, blk_span *out, in
 
 /* CRC-32 of the first size bytes of seed's stream, from the seed's block CRC-32s. */
 uint32_t gencache_crc(uint64_t size, uint64_t seed);
+
+/* The same into *out, returning 0; or -1 (*out untouched) as soon as *cancel (when not NULL) is seen true: it
+ * is looked at before every block, so a pass over a new seed's stream stops within one block's work (the
+ * server's drain deadline). The block CRC-32s computed so far stay cached: they are right. */
+int gencache_crc_until(uint64_t size, uint64_t seed, const atomic_bool *cancel, uint32_t *out);
 
 /* Drops the blocks unused since now_ms - GENCACHE_IDLE_MS (now_ms: monotonic, as stats_now_ns / 10^6). */
 void gencache_expire(uint64_t now_ms);

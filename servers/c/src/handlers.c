@@ -332,7 +332,10 @@ int handle_request(const handler_ctx *hc, method_id m, const reqhdr *h, const ui
         }
         if (name_is_gen(name, nl)) {
             if (gen_parse_name(name, nl, hc->max_file_size, &size, &src.seed, &e) != 0) goto rs_done;
-            crc = gen_crc(size, src.seed);
+            if (gen_crc_until(size, src.seed, hc->cancel, &crc) != 0) {
+                xerr_set(&e, XERR_INTERNAL, "shutting down: the call was cut at the drain deadline");
+                goto rs_done;
+            }
         } else {
             f = store_file_get(hc->st, name, nl, &e);
             if (!f) {

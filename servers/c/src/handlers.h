@@ -6,6 +6,7 @@
 #ifndef XFERD_HANDLERS_H
 #define XFERD_HANDLERS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,9 @@ typedef struct {
     uint32_t max_chunk;
     uint32_t max_meta_entries;
     uint64_t conn_id; /* the connection calling, owner of the uploads it begins; 0 for none */
+    /* NULL, or turns true when the answer will never be sent (the server's drain deadline passed): work that
+     * can take seconds (the CRC-32 pass over a new gen: seed) stops early, and the call ends in `internal`. */
+    const atomic_bool *cancel;
 } handler_ctx;
 
 /* "Xfer.Echo" -> M_ECHO; anything else -> M_UNKNOWN. Byte for byte over len bytes: a NUL never ends a name. */

@@ -113,6 +113,8 @@ struct server {
     pthread_t *workers;
     worker_arg *wargs;
     _Atomic bool loops_stop, draining;
+    _Atomic bool cut;               /* the drain deadline passed: handlers stop long work (handler_ctx.cancel) */
+    _Atomic uint32_t workers_done;  /* workers that returned, so server_stop can wait for them with a deadline */
     unsigned rr;
 };
 
@@ -669,6 +671,7 @@ static void *worker_main(void *arg) {
         frame_split(j->frame, j->len, &p);
         handler_ctx hc = s->cfg.hc;
         hc.conn_id = j->c->id; /* immutable once the conn is created: safe to read here */
+        hc.cancel = &s->cut;
         if (handle_request(&hc, j->m, &j->hdr, p.body, p.body_len, j->req, &j->res) != 0) {
             j->res.frame = NULL;
             j->res.code = XERR_INTERNAL;
@@ -691,6 +694,7 @@ static void *worker_main(void *arg) {
         if (was_empty) wake(lp->evfd);
     }
     mem_thread_flush();
+    atomic_fetch_add(&s->workers_done, 1); /* last: nothing of the server is touched after this */
     return NULL;
 }
 
@@ -817,17 +821,23 @@ fail_early:
     return NULL; /* the process exits with status 1 right after; the OS reclaims */
 }
 
-void server_stop(server *s) {
+bool server_stop(server *s) {
+    uint64_t deadline = now_ms() + s->cfg.drain_timeout_ms; /* main calls this as soon as the signal comes */
     /* 1. no new connections */
     wake(s->stop_fd);
     pthread_join(s->acceptor, NULL);
     close(s->listen_fd);
     /* 2. no new calls; wait for the ones in flight to finish and be written */
     atomic_store(&s->draining, true);
-    uint64_t deadline = now_ms() + s->cfg.drain_timeout_ms;
-    while ((atomic_load(&stats_inflight) > 0 || atomic_load(&s->unsent) > 0) && now_ms() < deadline)
-        usleep(10 * 1000);
-    /* 3. stop workers, then loops */
+    while (atomic_load(&stats_inflight) > 0 || atomic_load(&s->unsent) > 0) {
+        uint64_t now = now_ms();
+        if (now >= deadline) break;
+        usleep((useconds_t)(deadline - now < 10 ? deadline - now : 10) * 1000); /* never past the deadline */
+    }
+    /* 3. the deadline (or nothing left): cut what remains, without waiting for any of it. Handlers stop their
+     * long work (s->cut), queued calls are dropped, the loops stop (they never block), and every connection is
+     * closed now, whatever its calls in the workers are doing; their answers are discarded. */
+    atomic_store(&s->cut, true);
     for (uint32_t i = 0; i < s->nqueues; i++) {
         work_queue *q = &s->queues[i];
         pthread_mutex_lock(&q->mu);
@@ -835,13 +845,32 @@ void server_stop(server *s) {
         pthread_cond_broadcast(&q->cv);
         pthread_mutex_unlock(&q->mu);
     }
-    for (uint32_t i = 0; i < s->cfg.workers; i++) pthread_join(s->workers[i], NULL);
     atomic_store(&s->loops_stop, true);
     for (uint32_t i = 0; i < s->cfg.io_threads; i++) {
         wake(s->loops[i].evfd);
         pthread_join(s->loops[i].th, NULL);
     }
-    /* 4. single-threaded from here: free what is left */
+    /* the loops are gone: their connections are this thread's; calls still held by workers keep theirs
+     * allocated (a reference each) until step 5 */
+    for (uint32_t i = 0; i < s->cfg.io_threads; i++) {
+        loop *lp = &s->loops[i];
+        for (newconn *nc = lp->incoming, *n; nc; nc = n) {
+            n = nc->next;
+            close(nc->fd);
+            mem_free(nc);
+            atomic_fetch_sub(&stats_connections, 1);
+        }
+        lp->incoming = NULL;
+        while (lp->conns) conn_close(lp->conns);
+    }
+    /* 4. the workers end their current call within a block of gen: work; one stuck where nothing can cut
+     * it (a read from a hung disk) must not hold the exit past the bound: after STOP_WORKER_GRACE_MS the
+     * caller exits without freeing (the connections are closed already). */
+    uint64_t grace = now_ms() + STOP_WORKER_GRACE_MS;
+    while (atomic_load(&s->workers_done) < s->cfg.workers && now_ms() < grace) usleep(1000);
+    if (atomic_load(&s->workers_done) < s->cfg.workers) return false;
+    for (uint32_t i = 0; i < s->cfg.workers; i++) pthread_join(s->workers[i], NULL);
+    /* 5. single-threaded from here: free what is left */
     for (uint32_t i = 0; i < s->nqueues; i++) {
         work_queue *q = &s->queues[i];
         for (job *j = q->head, *n; j; j = n) {
@@ -864,14 +893,6 @@ void server_stop(server *s) {
             conn_unref(j->c);
             job_free(j);
         }
-        for (newconn *nc = lp->incoming, *n; nc; nc = n) {
-            n = nc->next;
-            close(nc->fd);
-            mem_free(nc);
-        }
-        while (lp->conns) {
-            conn_close(lp->conns); /* every job is gone: this drops the last reference */
-        }
         close(lp->epfd);
         close(lp->evfd);
         pthread_mutex_destroy(&lp->mu);
@@ -885,4 +906,5 @@ void server_stop(server *s) {
     free(s->workers);
     free(s->wargs);
     free(s);
+    return true;
 }

@@ -9,6 +9,7 @@
 #ifndef XFERD_SERVER_H
 #define XFERD_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "handlers.h"
@@ -16,6 +17,7 @@
 #define CONN_RBUF_SIZE (64 * 1024)          /* a connection's first read buffer; it grows as a larger frame arrives */
 #define FRAME_EXACT_FRACTION 16             /* once this fraction of a frame arrived, its buffer takes its whole size */
 #define LOOP_TICK_MS 100                    /* how often loops check read and write timeouts */
+#define STOP_WORKER_GRACE_MS 300            /* after the drain deadline, what the workers get to end their calls */
 #define LOOP_MAX_EVENTS 128
 #define LOOP_READS_PER_EVENT 16             /* recv calls per readiness event, so one client can't starve others */
 
@@ -37,9 +39,13 @@ typedef struct server server;
 /* Starts every thread on the bound, listening frame_fd (owned by the server from now on). */
 server *server_start(const server_config *cfg, int frame_fd, char *err, size_t errlen);
 
-/* Graceful stop: closes the listener, stops reading new calls, lets calls in flight finish and their
- * responses be written (up to drain_timeout_ms), then drops the rest, joins every thread and frees
- * everything. */
-void server_stop(server *s);
+/* Graceful stop, called as soon as the signal comes: closes the listener, stops reading new calls, lets calls
+ * in flight finish and their responses be written (up to drain_timeout_ms from the call), then cuts the rest:
+ * tells the handlers to stop long work (handler_ctx.cancel), drops queued calls, stops the loops and closes
+ * every connection at once. Then it waits up to STOP_WORKER_GRACE_MS for the workers, joins every thread,
+ * frees everything and returns true. false: a worker was still busy in a call nothing can cut (a read from a
+ * hung disk); nothing was freed, no thread but the workers still runs, and the caller must exit at once
+ * (_exit) rather than free what the worker may still touch. */
+bool server_stop(server *s);
 
 #endif

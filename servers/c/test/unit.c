@@ -2,6 +2,7 @@
  * Usage: xferd-c-unit <proto/testdata dir> */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -710,6 +711,44 @@ static void test_gen_blocks(void) {
     gen_crc_cache_reset();
 }
 
+/* The drain deadline cuts the CRC-32 pass over a new seed (PROTOCOL.md "Shutdown"): with the cancel flag set,
+ * gen_crc_until and gencache_crc_until stop before the first block and leave *out alone, a cut pass caches
+ * no wrong CRC-32, and a Read or Stat of that seed ends in `internal` at once; with the flag clear they give
+ * gen_crc's answer. */
+static void test_gen_cancel(void) {
+    gen_crc_cache_reset();
+    atomic_bool cancel = true;
+    uint64_t big = 64 * (uint64_t)GEN_BLOCK + 5;
+    uint32_t c = 0xdeadbeefu;
+    CHECK(gencache_crc_until(big, 91, &cancel, &c) == -1 && c == 0xdeadbeefu, "gencache pass cut");
+    CHECK(gen_crc_until(big, 91, &cancel, &c) == -1 && c == 0xdeadbeefu, "gen_crc pass cut");
+    store_config cfg = {.kind = STORE_MEM, .max_file_size = 1ull << 40, .max_chunk = 4096, .max_uploads = 8,
+                        .upload_idle_timeout_ms = 60000};
+    char err[128];
+    store *s = store_open(&cfg, err, sizeof err);
+    handler_ctx hc = {.st = s, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk, .cancel = &cancel};
+    Xfer__V1__ReadRequest rd = XFER__V1__READ_REQUEST__INIT;
+    rd.name = "gen:1099511627776:91"; /* 1 TiB: hours of work if the flag were not looked at */
+    rd.length = 16;
+    handler_result r = call(&hc, "Xfer.Read", 5, &rd.base);
+    CHECK(r.code == XERR_INTERNAL, "read cut at the deadline: code %d", (int)r.code);
+    mem_free(r.frame);
+    Xfer__V1__StatRequest st = XFER__V1__STAT_REQUEST__INIT;
+    st.name = rd.name;
+    r = call(&hc, "Xfer.Stat", 6, &st.base);
+    CHECK(r.code == XERR_INTERNAL, "stat cut at the deadline: code %d", (int)r.code);
+    mem_free(r.frame);
+    store_close(s);
+    atomic_store(&cancel, false);
+    uint64_t small = 3 * (uint64_t)GEN_BLOCK + 5;
+    CHECK(gen_crc_until(small, 91, &cancel, &c) == 0 && c == gencache_crc(small, 91), "not cut: the same CRC-32");
+    uint8_t *want = malloc(small);
+    gen_fill(91, 0, want, small);
+    CHECK(c == (uint32_t)crc32(0, want, (uInt)small), "not cut: zlib's CRC-32");
+    free(want);
+    gen_crc_cache_reset();
+}
+
 /* Threads missing on the same blocks at once leave one cache entry per block: a duplicate would take a slot,
  * and a scan as large as the cache would then miss on every block for as long as it runs. */
 #define GEN_RACE_THREADS 3
@@ -971,6 +1010,7 @@ int main(int argc, char **argv) {
     test_reqbody();
     test_zero_copy();
     test_gen_blocks();
+    test_gen_cancel();
     test_gen_racing_misses();
     test_pool();
     failures += allocmetrics_run(&checks);

@@ -30,12 +30,12 @@ const (
 	DefaultMetricsAddr       = "127.0.0.1:9101"
 	DefaultMaxConcurrentStrm = 1024
 	// DefaultGRPCBufferSize is the gRPC read and write buffer: grpc-go's 32 KiB makes a 1 MiB chunk 32 reads
-	// or writes; 256 KiB moved about 1.5x the MB/s at the same CPU per GB (BENCHMARKS.md, issue 12). The
+	// or writes; 256 KiB moved about 1.5x the MB/s at the same CPU per GB (BENCHMARKS.md, "xferd-go gRPC"). The
 	// windows stay grpc-go's (dynamic, BDP-estimated): fixed 4/16 MiB windows measured no better.
 	DefaultGRPCBufferSize = 256 << 10
 	// DefaultGRPCStreamWorkers keeps goroutines (with their grown stacks) to serve streams: grpc-go's own
 	// default starts one per stream, whose stack growth (runtime.newstack) was a fifth of Echo's CPU; with
-	// 16 workers Echo cost about 0.8x bare grpc-go's server CPU per call (BENCHMARKS.md, issue 12). Streams beyond the
+	// 16 workers Echo cost about 0.8x bare grpc-go's server CPU per call (BENCHMARKS.md, "xferd-go gRPC"). Streams beyond the
 	// workers still get their own goroutine, so this never queues a call.
 	DefaultGRPCStreamWorkers = 16
 	// CodecProtobuf and CodecGob are --frame-codec's values: the frame

@@ -10,7 +10,7 @@ import (
 	"xferbench/servers/go/gen/xferv1"
 )
 
-// The serialisation alone, for the report's "1.8 ms -> 0.3 ms" (BENCHMARKS.md, issue 15): one request body
+// The serialisation alone, for the stress report's "1.8 ms -> 0.3 ms" (BENCHMARKS.md, "net/rpc codecs"): one request body
 // encoded and decoded, gob on a long-lived stream (its type sent once, as on a connection) against protobuf.
 // `go test -run '^$' -bench Serialise -benchmem ./internal/gobrpc`
 
