@@ -85,7 +85,7 @@ test-slow: build
 fresh-check: containers
 	$(PY) scripts/fresh_check.py
 
-# The Docker path (README "Docker"): an engine and the debootstrap base image, cached under build/podman/.
+# The Docker path (docs/EXPERIMENTS.md, "Servers in containers"): an engine and the debootstrap base image, cached under build/podman/.
 # One-time and slow (debootstrap): in `make test`, never in `make run`'s path. Says why in one line when it
 # cannot, and lets the rest run (the container tests then fail with that reason).
 containers: setup

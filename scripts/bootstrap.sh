@@ -23,7 +23,7 @@ TOXIPROXY_VERSION=v2.12.0
 # Flame graphs of profiled runs (xferbench/profile/flame.py): inferno, built with cargo from crates.io.
 INFERNO_VERSION=0.12.8
 
-say() { printf 'bootstrap: %s\n' "$*"; }
+say() { printf 'bootstrap [%ss]: %s\n' "$SECONDS" "$*"; }
 
 missing_apt() {
   local p missing=()
@@ -64,6 +64,7 @@ check_go() {
     say "Go 1.$GO_MIN_MINOR or newer is needed; found $(go env GOVERSION)"
     exit 1
   fi
+  say "Go modules"
   (cd servers/go && go mod download)
 }
 
@@ -112,7 +113,7 @@ setup_python() {
   fi
 }
 
-# --- the Docker path (README "Docker"; xferbench/containers/) -------------------------------------------
+# --- the Docker path (docs/EXPERIMENTS.md "Servers in containers"; xferbench/containers/) -------------------------------------------
 # Without DOCKER_HOST or a Docker daemon, the project runs its own Podman API service (runc: crun refuses
 # cgroup v1) and builds a base image with debootstrap. Optional: where it cannot be had, one line says why
 # and the rest goes on. The engine and base image themselves are prepared by `make containers` (in `make
@@ -148,4 +149,4 @@ check_go
 install_toxiproxy
 install_inferno
 setup_python
-say "ready (${SECONDS}s)"
+say "ready"

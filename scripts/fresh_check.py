@@ -11,8 +11,9 @@ What the container borrows from the host, and why:
 - the host's CA bundle (read-only, as SSL_CERT_FILE and PIP_CERT): the machine may reach the package
   registries only through a proxy that presents its own certificate;
 - the host's network (loopback and the registries);
-- a download cache for apt's .deb files under build/fresh-check/, so a second check on the same machine does
-  not fetch the same packages again (installing them is still done from scratch).
+- download caches under build/fresh-check/ (apt's .deb files, pip's wheels, Go's module cache), so a second
+  check on the same machine does not fetch the same packages again; installing them is still done from
+  scratch.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ step "make build"
 timed make build
 step "smoke: make demo"
 timed make demo DEMO_SECONDS=5
-step "smoke: unit tests"
-timed .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit
+step "smoke: unit tests (generated code, vectors, statistics, experiment files)"
+timed .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_generated_sync.py tests/unit/test_vectors.py tests/unit/test_stats.py tests/unit/test_experiment.py
 step "passed"
 """
 
@@ -83,13 +84,14 @@ def environment() -> dict[str, str]:
 
 
 def volumes() -> dict[str, dict[str, str]]:
-    archives = WORK / "apt-archives"
-    (archives / "partial").mkdir(parents=True, exist_ok=True)
-    return {
-        str(GO_ROOT): {"bind": "/usr/local/go", "mode": "ro"},
-        str(HOST_CA.resolve()): {"bind": "/etc/xferbench-host-ca.crt", "mode": "ro"},
-        str(archives): {"bind": "/var/cache/apt/archives", "mode": "rw"},
-    }
+    caches = {"apt-archives": "/var/cache/apt/archives", "pip": "/root/.cache/pip", "go-mod": "/root/go/pkg/mod"}
+    (WORK / "apt-archives" / "partial").mkdir(parents=True, exist_ok=True)
+    mounts = {str(GO_ROOT): {"bind": "/usr/local/go", "mode": "ro"},
+              str(HOST_CA.resolve()): {"bind": "/etc/xferbench-host-ca.crt", "mode": "ro"}}
+    for name, inside in caches.items():
+        (WORK / name).mkdir(parents=True, exist_ok=True)
+        mounts[str(WORK / name)] = {"bind": inside, "mode": "rw"}
+    return mounts
 
 
 def run(client: docker.DockerClient, image: str, timeout_s: float) -> int:

@@ -16,12 +16,12 @@ Schema (every key below is optional unless marked *required*)::
                                 # pair's verdicts show what the machine's noise alone produces
     alpha = 0.05                # family-wise rate of false verdicts in one report (Holm)
     profile = false             # sample the server's CPU in each measured window and attribute it to
-                                # allocator, gc, copy, ... (xferbench/profile/; README "CPU attribution")
+                                # allocator, gc, copy, ... (xferbench/profile/; docs/EXPERIMENTS.md "CPU attribution")
     duet = true                 # run each cell at the same time as the baseline, so the machine's noise hits
                                 # both alike (xferbench/matrix.py); the default when every cell has a fixed
                                 # offered load, there are two cells or more, and the CPUs can be pinned
     backend = "process"         # process: servers run as host processes | docker: each in a container on the
-                                # Docker-API engine (xferbench/containers/; README "Docker")
+                                # Docker-API engine (xferbench/containers/; docs/EXPERIMENTS.md "Servers in containers")
 
     [load]                      # the load of every cell (a server group may override any key)
     users = 8
@@ -56,7 +56,7 @@ Schema (every key below is optional unless marked *required*)::
     mode = "auto"               # auto (the default above) | manual (server/generator as given) | none
 
     [network]                   # a Toxiproxy in front of each cell's server: Locust's traffic crosses it, the
-                                # server's /metrics is still scraped directly (README "Network conditions")
+                                # server's /metrics is still scraped directly (docs/EXPERIMENTS.md "Network conditions")
     latency = "20ms"            # added to every round trip (server → client side), whole milliseconds
     jitter = "5ms"              # ± uniformly around latency; needs latency, at most latency
     bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1000/s

@@ -1,4 +1,4 @@
-"""The container backend's tests run on a real Docker-API engine (README "Docker"): DOCKER_HOST, an engine
+"""The container backend's tests run on a real Docker-API engine (docs/EXPERIMENTS.md, "Servers in containers"): DOCKER_HOST, an engine
 already answering, or the Podman service the project starts itself.
 
 Policy when no engine can be had (no podman/runc, not root, no cgroup controllers): every test here FAILS
