@@ -52,7 +52,8 @@ timed make build
 step "smoke: make demo"
 timed make demo DEMO_SECONDS=5
 step "smoke: unit tests (generated code, vectors, statistics, experiment files)"
-timed .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_generated_sync.py tests/unit/test_vectors.py tests/unit/test_stats.py tests/unit/test_experiment.py
+timed .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_generated_sync.py tests/unit/test_vectors.py \
+  tests/unit/test_stats.py tests/unit/test_experiment.py
 step "passed"
 """
 

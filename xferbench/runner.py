@@ -179,6 +179,9 @@ def sweep(
                         break
                 if interrupted:
                     break
+    except KeyboardInterrupt:
+        interrupted = True  # a second Ctrl-C during a duet's cleanup: the run must not read as complete
+        raise
     finally:
         progress.end_sweep()
         if exp.profile:

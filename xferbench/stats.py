@@ -26,7 +26,9 @@ floor** for that metric is never called: the floor is the half-width of a typica
 from the noise pooled over every comparison of the run (a pair whose few repeats happened to agree
 closely does not get a narrower floor than the machine deserves).
 
-With fewer than MIN_REPEATS values on a side there is no interval and no verdict.
+With fewer than MIN_REPEATS values on a side there is no interval and no verdict. A value that is None,
+NaN or infinite is not a measurement: it is dropped (a paired round with one loses the round), so `n` counts
+finite values only and no interval, p or verdict is ever NaN.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from scipy import stats as sps
 ALPHA = 0.05  # family-wise rate of false verdicts in one report
 LEVEL = 0.95  # the level of every printed interval
 MIN_REPEATS = 3
+NO_SPREAD_LOG = 1e-9  # a spread of log values this small is rounding of identical figures, not noise
 
 BETTER = "better"
 WORSE = "worse"
@@ -58,7 +61,7 @@ def _clean(xs: Sequence[float | None]) -> np.ndarray:
 
 
 def _ok(x: float | None) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x))
+    return x is not None and math.isfinite(x)
 
 
 def _tq(level: float, df: float) -> float:
@@ -169,10 +172,12 @@ def compare(
         se = math.sqrt(va + vb)
         # Welch-Satterthwaite degrees of freedom; identical constant samples give se = 0.
         df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)) if se > 0 else float(na + nb - 2)
-    if se == 0:
+    if se <= NO_SPREAD_LOG:
         # Every paired ratio identical (or both sides constant): a figure on a grid, such as a capacity found
         # by the same bisection steps, not a measurement of noise. A t-test would call any difference certain.
-        if diff == 0:
+        # Identical ratios of unequal values leave a spread of floating-point rounding in their logs (about
+        # 1e-17), which is no more a measurement than zero is.
+        if abs(diff) <= NO_SPREAD_LOG:
             return Comparison(1.0, 1.0, 1.0, SAME, na, nb, 1.0, 0.0, df, paired)
         return Comparison(math.exp(diff), None, None, NO_SPREAD, na, nb, paired=paired)
     p = float(2 * sps.t.sf(abs(diff) / se, df))

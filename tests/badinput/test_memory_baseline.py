@@ -22,10 +22,11 @@ from tests.support.raw_frame import RawConn, begin
 from tests.support.servers import SERVERS, RunningServer, running_server, selected_servers
 from xfer.v1 import frame_pb2
 
-ABANDONED = 64              # uploads begun, given one chunk, then left to expire
+ABANDONED = 64              # uploads begun, given one chunk, then abandoned: their connections close
 CHUNK = 256 << 10           # so ABANDONED * CHUNK = 16 MiB staged by hostile clients
 DECLARED = 1 << 30          # each declares the maximum file size
-IDLE_TIMEOUT_S = 4          # --upload-idle-timeout: long enough to measure the peak, short for the test
+IDLE_TIMEOUT_S = 4          # --upload-idle-timeout: none expires before the peak is measured (closing their
+                            # connections aborts them; expiry on an open one: test_upload_idle_expiry.py)
 SLACK = 4 << 20             # what may stay behind: caches, connection buffers, runtime bookkeeping
 RETURN_DEADLINE_S = 30.0
 
@@ -102,7 +103,7 @@ def test_live_memory_returns_to_baseline(server: RunningServer) -> None:
     deadline = time.monotonic() + RETURN_DEADLINE_S
     now = peak
     while now > baseline + SLACK and time.monotonic() < deadline:
-        time.sleep(0.25)  # poll interval while the server expires the abandoned uploads
+        time.sleep(0.25)  # poll interval while the server frees the uploads their connections' close aborted
         now = live_bytes(server)
     assert now <= baseline + SLACK, (
         f"{server.kind.name}: live memory {now:.0f} B, baseline {baseline:.0f} B, peak {peak:.0f} B "

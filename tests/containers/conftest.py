@@ -1,5 +1,5 @@
-"""The container backend's tests run on a real Docker-API engine (docs/EXPERIMENTS.md, "Servers in containers"): DOCKER_HOST, an engine
-already answering, or the Podman service the project starts itself.
+"""The container backend's tests run on a real Docker-API engine (docs/EXPERIMENTS.md, "Servers in
+containers"): DOCKER_HOST, an engine already answering, or the Podman service the project starts itself.
 
 Policy when no engine can be had (no podman/runc, not root, no cgroup controllers): every test here FAILS
 with the one-line reason, which is also printed in the test summary. Setting XFERBENCH_DOCKER=off turns the
