@@ -11,9 +11,9 @@ What the container borrows from the host, and why:
 - the host's CA bundle (read-only, as SSL_CERT_FILE and PIP_CERT): the machine may reach the package
   registries only through a proxy that presents its own certificate;
 - the host's network (loopback and the registries);
-- download caches under build/fresh-check/ (apt's .deb files, pip's wheels, Go's module cache), so a second
-  check on the same machine does not fetch the same packages again; installing them is still done from
-  scratch.
+- download caches in ~/.cache/xferbench/fresh-check/ (apt's .deb files, pip's wheels, Go's module cache),
+  outside the checkout so that every clone on the machine shares them: a second check does not fetch the same
+  packages again, though it still installs them all from scratch.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import docker.errors
 from xferbench.containers import LABEL, base, engine
 
 ROOT = Path(__file__).resolve().parents[1]
-WORK = ROOT / "build" / "fresh-check"
-LOG = WORK / "fresh-check.log"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xferbench" / "fresh-check"
+LOG = ROOT / "build" / "fresh-check.log"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 GO_ROOT = Path(os.environ.get("GOROOT") or subprocess.run(
     ["go", "env", "GOROOT"], capture_output=True, text=True, check=False).stdout.strip() or "/usr/local/go")
@@ -86,12 +86,12 @@ def environment() -> dict[str, str]:
 
 def volumes() -> dict[str, dict[str, str]]:
     caches = {"apt-archives": "/var/cache/apt/archives", "pip": "/root/.cache/pip", "go-mod": "/root/go/pkg/mod"}
-    (WORK / "apt-archives" / "partial").mkdir(parents=True, exist_ok=True)
+    (CACHE / "apt-archives" / "partial").mkdir(parents=True, exist_ok=True)
     mounts = {str(GO_ROOT): {"bind": "/usr/local/go", "mode": "ro"},
               str(HOST_CA.resolve()): {"bind": "/etc/xferbench-host-ca.crt", "mode": "ro"}}
     for name, inside in caches.items():
-        (WORK / name).mkdir(parents=True, exist_ok=True)
-        mounts[str(WORK / name)] = {"bind": inside, "mode": "rw"}
+        (CACHE / name).mkdir(parents=True, exist_ok=True)
+        mounts[str(CACHE / name)] = {"bind": inside, "mode": "rw"}
     return mounts
 
 
@@ -129,7 +129,7 @@ def main() -> int:
     if not (GO_ROOT / "bin" / "go").exists():
         print(f"fresh-check: no Go toolchain at {GO_ROOT} to lend the container", file=sys.stderr)
         return 2
-    WORK.mkdir(parents=True, exist_ok=True)
+    LOG.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         client = engine.ensure()
