@@ -11,7 +11,7 @@ What the container borrows from the host, and why:
 - the host's CA bundle (read-only, as SSL_CERT_FILE and PIP_CERT): the machine may reach the package
   registries only through a proxy that presents its own certificate;
 - the host's network (loopback and the registries);
-- download caches in ~/.cache/xferbench/fresh-check/ (apt's .deb files, pip's wheels, Go's module cache),
+- caches in ~/.cache/xferbench/fresh-check/ (apt's .deb files, pip's wheels, Go's module and build caches),
   outside the checkout so that every clone on the machine shares them: a second check does not fetch the same
   packages again, though it still installs them all from scratch.
 """
@@ -85,7 +85,8 @@ def environment() -> dict[str, str]:
 
 
 def volumes() -> dict[str, dict[str, str]]:
-    caches = {"apt-archives": "/var/cache/apt/archives", "pip": "/root/.cache/pip", "go-mod": "/root/go/pkg/mod"}
+    caches = {"apt-archives": "/var/cache/apt/archives", "pip": "/root/.cache/pip", "go-mod": "/root/go/pkg/mod",
+              "go-build": "/root/.cache/go-build"}
     (CACHE / "apt-archives" / "partial").mkdir(parents=True, exist_ok=True)
     mounts = {str(GO_ROOT): {"bind": "/usr/local/go", "mode": "ro"},
               str(HOST_CA.resolve()): {"bind": "/etc/xferbench-host-ca.crt", "mode": "ro"}}
