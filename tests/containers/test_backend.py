@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import pytest
 
 from tests.containers.conftest import runner_containers
 from xferbench import experiment as xe
@@ -67,29 +68,54 @@ def test_limit_far_too_small_is_an_oom_killed_failed_cell(client: docker.DockerC
     assert "OOM-killed" in (tmp_path / "run" / "summary.md").read_text()
 
 
-def _ready_gomaxprocs(client: docker.DockerClient, image: str, cpus: float, env: dict[str, str]) -> tuple[int, int]:
-    """gomaxprocs= of xferd-go's ready line in a container limited to `cpus`, and the CFS quota (µs per 100 ms
-    period) its cgroup really has."""
+def _cpu_limit(pid: int) -> float | None:
+    """The CPU quota of the process's cgroup in CPUs (quota / period), None when unlimited: the cpu
+    controller's cpu.cfs_quota_us and cpu.cfs_period_us on cgroup v1, the unified hierarchy's cpu.max on v2.
+    Fails, saying what it found, when neither can be read."""
+    paths = cgroup._paths(pid)
+    v1, v2 = paths.get("cpu"), paths.get("")
+    if v1 is not None and (v1 / "cpu.cfs_quota_us").is_file():
+        quota, period = int((v1 / "cpu.cfs_quota_us").read_text()), int((v1 / "cpu.cfs_period_us").read_text())
+        return None if quota == -1 else quota / period
+    if v2 is not None and (v2 / "cpu.max").is_file():
+        quota_text, period_text = (v2 / "cpu.max").read_text().split()
+        return None if quota_text == "max" else int(quota_text) / int(period_text)
+    pytest.fail(f"pid {pid}: no CPU quota to read: neither cpu.cfs_quota_us (cgroup v1) nor cpu.max (v2) under "
+                f"{ {k: str(v) for k, v in paths.items()} }", pytrace=False)
+
+
+def _started(client: docker.DockerClient, image: str, cpus: float, env: dict[str, str],
+             pin: tuple[int, ...] = ()) -> tuple[int, float | None, set[int]]:
+    """xferd-go in a container limited to `cpus` (and pinned to the CPUs `pin` when given, as the runner
+    pins a cell's server): its ready line's gomaxprocs=, the CPU quota its cgroup really has, and the CPUs
+    the kernel lets it run on."""
     cell = _exp(image, {"cpus": cpus}, {"rate": "1"}, env).cells[0]
-    server = ContainerServer(client, cell)
+    server = ContainerServer(client, cell, cpus=pin)
     try:
-        cpu_dir = cgroup._paths(server.proc.pid).get("cpu")
-        quota = int((cpu_dir / "cpu.cfs_quota_us").read_text()) if cpu_dir else -1
-        return int(server.ready["gomaxprocs"]), quota
+        return int(server.ready["gomaxprocs"]), _cpu_limit(server.proc.pid), os.sched_getaffinity(server.proc.pid)
     finally:
         server.stop()
 
 
 def test_cpu_limit_reaches_the_go_runtime(client: docker.DockerClient, images: dict[str, str]) -> None:
     """Go >= 1.25 sets GOMAXPROCS from the cgroup CPU limit: ceil(limit), at least 2, at most the CPUs it may
-    use. On a 2-CPU machine that rule gives 2 for every limit, the same as no limit: then this test shows the
-    quota is in place and the runtime's choice matches the rule, but cannot tell a cgroup-aware runtime from
-    an unaware one (BENCHMARKS.md "Containers" says so)."""
-    ncpu = len(os.sched_getaffinity(0))
-    for cpus in (0.5, 1.5):
-        got, quota = _ready_gomaxprocs(client, images["xferd-go"], cpus, {})
-        if quota != -1:  # cgroup v1: the quota per 100 ms period
-            assert quota == round(cpus * 100_000), quota
-        assert got == min(ncpu, max(2, math.ceil(cpus))), (cpus, got)
-    pinned, _ = _ready_gomaxprocs(client, images["xferd-go"], 1.5, {"GOMAXPROCS": "1"})
-    assert pinned == 1  # the field is the runtime's live value, not a constant
+    use. On a 2-CPU machine a quota alone gives 2 at every limit, the same as no limit, so the quota cell shows
+    only that the quota is in place and the runtime agrees with the rule; what tells the settings apart is
+    the CPU set: a server pinned to one CPU (the experiment's server pinning, as the runner passes it) may
+    use one CPU, whatever its quota, and must get GOMAXPROCS 1; and GOMAXPROCS set in the cell's environment
+    must be the ready line's value, even one no rule gives here (3: more than the CPUs)."""
+    image = images["xferd-go"]
+    every = os.sched_getaffinity(0)
+    # A quota alone: cfs_quota / period is the limit, the container may use every CPU, and the rule holds.
+    got, limit, where = _started(client, image, 0.5, {})
+    assert limit == 0.5 and where == every, (limit, where)
+    assert got == min(len(where), max(2, math.ceil(0.5))), got
+    # Pinned to the first of the experiment's server CPUs, with a quota above one CPU: the CPU set wins.
+    pin = xe.parse({"experiment": {"name": "pin"}, "load": {"transport": "grpc"}, "servers": [{"server": "xferd-go"}],
+                    "pinning": {"server": [min(every)]}}).pinning.server
+    got, limit, where = _started(client, image, 1.5, {}, pin)
+    assert limit == 1.5 and where == set(pin) == {min(every)}, (limit, where)
+    assert got == 1, f"pinned to CPU {pin}: gomaxprocs={got}"
+    # GOMAXPROCS from the environment reaches the runtime and its ready line unchanged.
+    got, limit, _ = _started(client, image, 1.5, {"GOMAXPROCS": "3"})
+    assert limit == 1.5 and got == 3, (limit, got)

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,7 @@ from tests.deploy.promcheck import (
 )
 from tests.support.servers import RunningServer, running_server
 from xferbench.process import free_port
+from xferbench.scrape import scrape
 from xferbench.stack import running_prometheus
 
 LOAD_MAX_S = 90.0         # the background load stops by itself after this long at most
@@ -43,6 +44,9 @@ LOCUST_RUN_S = 90         # Locust's own -t: it exits by itself even if the fixt
 SETTLE_TIMEOUT_S = 45.0   # every rule must have produced a series within this long
 CLIENT_METRICS = ("xfer_client_", "locust_process_cpu")
 SERVER_ONLY = {"go_": "xferd-go", "xfer_allocator_": "xferd-c"}  # metric families only one server exports
+MISSING = "no-such-file"  # the load's call that must fail: Stat of a file nobody uploads
+MISSING_ERROR = ("not_found", f'file "{MISSING}" not found')  # proto/PROTOCOL.md's code and message for it
+COUNT_TIMEOUT_S = 10.0
 
 
 def loadgen_ready() -> bool:
@@ -53,7 +57,13 @@ def loadgen_ready() -> bool:
 # ------------------------------------------------------------------------------------------------ load
 
 
-def _load_loop(target: str, stop: threading.Event, errors: list[str]) -> None:
+@dataclass
+class LoadState:
+    errors: list[str] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)  # target → calls that failed as they must, so far
+
+
+def _load_loop(target: str, stop: threading.Event, state: LoadState) -> None:
     from py_client import XferError, connect
 
     deadline = time.monotonic() + LOAD_MAX_S
@@ -70,22 +80,28 @@ def _load_loop(target: str, stop: threading.Event, errors: list[str]) -> None:
                     client.download("gen:131072:3")
                 if i % 10 == 0:  # a call that must fail: errors panels get a series
                     try:
-                        client.stat("no-such-file")
-                    except XferError:
-                        pass
+                        client.stat(MISSING)
+                    except XferError as e:
+                        if (e.code, e.message) != MISSING_ERROR:
+                            state.errors.append(f"{target}: Stat of a missing file: {e!r}, expected {MISSING_ERROR}")
+                            return
+                        state.refused[target] += 1  # counted once the failure is seen
+                    else:
+                        state.errors.append(f"{target}: Stat of a missing file succeeded")
+                        return
     except Exception as e:  # reported by the fixture; the rest of the load goes on
-        errors.append(f"{target}: {type(e).__name__}: {e}")
+        state.errors.append(f"{target}: {type(e).__name__}: {e}")
 
 
 @contextmanager
-def background_load(targets: list[str]) -> Iterator[list[str]]:
+def background_load(targets: list[str]) -> Iterator[LoadState]:
     stop = threading.Event()
-    errors: list[str] = []
-    threads = [threading.Thread(target=_load_loop, args=(t, stop, errors), daemon=True) for t in targets]
+    state = LoadState(refused=dict.fromkeys(targets, 0))
+    threads = [threading.Thread(target=_load_loop, args=(t, stop, state), daemon=True) for t in targets]
     for t in threads:
         t.start()
     try:
-        yield errors
+        yield state
     finally:
         stop.set()
         for t in threads:
@@ -125,6 +141,7 @@ class Live:
     api: PromAPI
     client_metrics: bool
     servers: dict[str, RunningServer]
+    load: LoadState
 
 
 @pytest.fixture(scope="module")
@@ -142,17 +159,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         services = {"xferd-go": [go.addr("metrics")], "xferd-c": [c.addr("metrics")],
                     "locust-master": clients, "locust-worker": []}
         prom = stack.enter_context(running_prometheus(work / "prom", services=services, scrape_interval="1s"))
-        load_errors = stack.enter_context(
-            background_load([go.target("grpc"), go.target("frame"), c.target("frame")]))
+        load = stack.enter_context(background_load([go.target("grpc"), go.target("frame"), c.target("frame")]))
         api = PromAPI(prom.url)
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         for record, _ in rule_exprs():
             if not clients and record_is_client(record):
                 continue
             api.wait_for(record, max(0.0, deadline - time.monotonic()))
-        assert not load_errors, f"the test load failed: {load_errors}"
-        yield Live(api, bool(clients), {"xferd-go": go, "xferd-c": c})
-        assert not load_errors, f"the test load failed: {load_errors}"
+        assert not load.errors, f"the test load failed: {load.errors}"
+        yield Live(api, bool(clients), {"xferd-go": go, "xferd-c": c}, load)
+        assert not load.errors, f"the test load failed: {load.errors}"
 
 
 def record_is_client(expr: str) -> bool:
@@ -223,3 +239,32 @@ def test_configuration_variable_lists_each_server(live: Live) -> None:
                  for r in live.api.query("instance:xfer_build_info:config")}
     assert set(by_server) == {"xferd-go", "xferd-c"}, by_server
     assert by_server["xferd-c"].startswith("alloc=") and "alloc=" in by_server["xferd-go"]
+
+
+def _not_found_stats(server: RunningServer, transport: str) -> float:
+    snap = scrape(server.metrics_url)
+    assert snap is not None, f"{server.metrics_url} does not answer"
+    n = snap.sum("xfer_requests_total", lambda d: (d.get("transport"), d.get("method"), d.get("code"))
+                 == (transport, "Stat", MISSING_ERROR[0]))
+    return n or 0.0
+
+
+@pytest.mark.parametrize(("server", "transport"), [("xferd-go", "grpc"), ("xferd-go", "frame"), ("xferd-c", "frame")])
+def test_a_call_that_must_fail_fails_and_is_counted(live: Live, server: str, transport: str) -> None:
+    """The load's Stat of a missing file fails with not_found and PROTOCOL.md's message every time (any other
+    outcome is a load error, and ends that target's load), and the server's error counter moves with each:
+    xfer_requests_total{method="Stat",code="not_found"} on that transport counts exactly the failures the load
+    has seen. Only this load's thread for the target makes that call there, one call at a time; the server
+    counts a call once it has written the answer, so the count may lag the client's by the call just answered
+    (polled until it catches up) and lead it by the call in flight."""
+    srv = live.servers[server]
+    target = srv.target(transport)
+    assert not live.load.errors, live.load.errors
+    seen = live.load.refused[target]
+    assert seen >= 1, f"{target}: the load has made no call that must fail yet"
+    deadline = time.monotonic() + COUNT_TIMEOUT_S
+    while (counted := _not_found_stats(srv, transport)) < seen:
+        assert time.monotonic() < deadline, f"{target}: the server counted {counted:g} of {seen} failed calls"
+        time.sleep(0.05)  # the poll interval between scrapes of /metrics
+    assert counted <= live.load.refused[target] + 1, (target, counted, seen)
+    assert not live.load.errors, live.load.errors

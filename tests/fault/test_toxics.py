@@ -4,7 +4,9 @@ For each toxic, the client either completes correctly or raises a typed XferErro
 another type, never a hang: every attempt is bounded by the client's timeout plus a margin). Whatever
 happened, the server shows nothing partial (the upload's name holds the old version or the complete new
 one), loses nothing committed (a file stored before the fault is intact), and a retry once the toxic is
-gone succeeds.
+gone succeeds. An "ok" under a toxic that slows the bytes took at least the time that toxic imposes
+(bandwidth, slicer), and under slow_close a connection through the proxy took at least its delay to close,
+measured from the client's side, and less once the toxic was gone.
 
 Direction: an upload's toxic is on the upstream (client → server) side, a download's on the downstream
 side, so it hits the bulk of the bytes; latency is on the requests' side in both (`stream` below). Some
@@ -18,7 +20,9 @@ BENCHMARKS.md table).
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +42,11 @@ KEEP = gen_bytes(300 << 10, 3)
 RATE_KB_S = 2000  # Toxiproxy's bandwidth unit: 1000 bytes per second; NEW then takes about 1 s
 MARGIN_S = 3.0  # an attempt may overrun its client timeout by this much before it counts as a hang
 RETRY_TIMEOUT_S = 20.0
+SLOW_CLOSE_MS = 1000
+# slicer: every slice at most average + variation bytes, each followed by the delay, one slice at a time per
+# direction (Toxiproxy's SlicerToxic.Pipe); so the bulk's SIZE bytes take at least their slices' delays.
+SLICE_AVG, SLICE_VAR, SLICE_DELAY_US = 1500, 1000, 500
+SLICED_MIN_S = math.ceil(SIZE / (SLICE_AVG + SLICE_VAR)) * SLICE_DELAY_US / 1e6  # 839 slices: 0.42 s
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class Scenario:
     min_s: float = 0.0  # an "ok" attempt must take at least this long (the toxic really acted)
     what: str = ""
     mid_transfer: bool = False  # the fault must strike after the first bytes and before the last
+    close_held_s: float = 0.0  # a connection through the proxy must take at least this long to close
     # None: the bulk's direction. Latency delays the requests instead: a latency toxic still holding
     # response bytes for a client that gave up wedges Toxiproxy's toxic removal and its whole API
     # (Shopify/toxiproxy#558, open in v2.12.0), and the retry needs the toxic gone.
@@ -74,9 +84,9 @@ SCENARIOS: dict[str, Scenario] = {
         what=f"reset 250 ms into a transfer at {RATE_KB_S} KB/s",
     ),
     "slow_close": Scenario(
-        lambda s: [Toxic("slow_close", {"delay": 3000}, s)],
-        frozenset({"ok"}), 10.0,
-        what="closes held back 3 s",
+        lambda s: [Toxic("slow_close", {"delay": SLOW_CLOSE_MS}, s)],
+        frozenset({"ok"}), 10.0, close_held_s=SLOW_CLOSE_MS / 1000,
+        what=f"closes held back {SLOW_CLOSE_MS / 1000:g} s",
     ),
     "timeout": Scenario(
         lambda s: [Toxic("timeout", {"timeout": 0}, s)],
@@ -84,9 +94,9 @@ SCENARIOS: dict[str, Scenario] = {
         what="all data held, client timeout 500 ms",
     ),
     "slicer": Scenario(
-        lambda s: [Toxic("slicer", {"average_size": 1500, "size_variation": 1000, "delay": 20}, s)],
-        frozenset({"ok"}), 10.0,
-        what="1500±1000-byte slices, 20 µs apart",
+        lambda s: [Toxic("slicer", {"average_size": SLICE_AVG, "size_variation": SLICE_VAR, "delay": SLICE_DELAY_US}, s)],
+        frozenset({"ok"}), 10.0, min_s=SLICED_MIN_S,
+        what=f"{SLICE_AVG}±{SLICE_VAR}-byte slices, {SLICE_DELAY_US} µs apart",
     ),
 }
 
@@ -124,6 +134,31 @@ def _attempt(target: str, timeout_s: float, op: Callable[..., object], on_connec
     finally:
         client.close()
     return outcome, seconds, message
+
+
+def _close_seconds(listen: str, timeout_s: float) -> float:
+    """Seconds from the client's half-close of a new connection through the proxy to the end of that
+    connection on the client's side (EOF or reset). The close crosses the proxy both ways: client → server
+    (the upstream link) and, once the server has closed its side, server → client (the downstream link), so a
+    slow_close on either direction holds it back by its delay."""
+    host, port = listen.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        t0 = time.perf_counter()
+        sock.shutdown(socket.SHUT_WR)
+        try:
+            while sock.recv(65536):  # a gRPC server's SETTINGS may come first
+                pass
+        except ConnectionResetError:
+            pass
+        return time.perf_counter() - t0
+
+
+def _check_close(sc: Scenario, held: float | None, free: float | None) -> None:
+    """With the toxic the close took at least its delay, and without it less: the delay was the toxic's."""
+    if sc.close_held_s:
+        assert held is not None and free is not None
+        assert held >= sc.close_held_s, f"the close took {held:.3f}s under a {sc.close_held_s:g}s slow_close"
+        assert free < sc.close_held_s, f"the close took {free:.3f}s without the toxic: the probe measures nothing"
 
 
 def _stat(target: str, name: str) -> tuple[int, int] | None:
@@ -181,10 +216,12 @@ def test_upload(proxied: ProxiedServer, toxic: str) -> None:
                                              lambda c: c.upload(name, NEW, chunk_size=CHUNK),
                                              lambda: added.extend(proxied.add(t) for t in sc.chain("upstream")))
         during = _stat(proxied.direct, name)  # past the proxy, while the faulty connection may still linger
+        held = _close_seconds(proxied.listen, sc.close_held_s + RETRY_TIMEOUT_S) if sc.close_held_s else None
     finally:
         for t in reversed(added):
             proxied.remove(t)
     _check_attempt(sc, outcome, seconds, message)
+    _check_close(sc, held, _close_seconds(proxied.listen, RETRY_TIMEOUT_S) if sc.close_held_s else None)
     # Never partial: the old version or the whole new one, whatever the client saw.
     assert during in (_version(OLD), _version(NEW)), f"{name} shows {during} during the fault"
     after = _stat(proxied.direct, name)
@@ -219,10 +256,12 @@ def test_download(proxied: ProxiedServer, toxic: str) -> None:
         outcome, seconds, message = _attempt(proxied.target, sc.timeout_s, download,
                                              lambda: added.extend(proxied.add(t) for t in sc.chain("downstream")))
         during = _stat(proxied.direct, name)
+        held = _close_seconds(proxied.listen, sc.close_held_s + RETRY_TIMEOUT_S) if sc.close_held_s else None
     finally:
         for t in reversed(added):
             proxied.remove(t)
     _check_attempt(sc, outcome, seconds, message)
+    _check_close(sc, held, _close_seconds(proxied.listen, RETRY_TIMEOUT_S) if sc.close_held_s else None)
     if outcome == "ok":
         assert got == [NEW], "a download that returned must return the file, whole"
     assert during == _version(NEW), "a download changed the stored file"

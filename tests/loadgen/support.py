@@ -104,18 +104,55 @@ class Scraper:
             self._thread.join(timeout=10)
 
 
-def settled_metrics(url: str, tries: int = 20, pause: float = 0.25) -> list[Sample]:
-    """Scrapes until two scrapes in a row agree on xfer_requests_total (calls may still be finishing)."""
-    prev = None
-    samples: list[Sample] = []
-    for _ in range(tries):
+# settled_metrics: how long the server must look idle, how often it is scraped, and when to give up.
+SETTLE_SPAN_S = 0.5
+SETTLE_POLL_S = 0.05
+SETTLE_TIMEOUT_S = 30.0
+
+
+def _idle_state(samples: list[Sample]) -> tuple[float, float, list[tuple[tuple[tuple[str, str], ...], float]]]:
+    """(open client connections, calls in flight, every xfer_requests_total series) of one scrape."""
+    counts = sorted((tuple(sorted(lab.items())), v) for n, lab, v in samples if n == "xfer_requests_total")
+    return total(samples, "xfer_connections"), total(samples, "xfer_inflight_requests"), counts
+
+
+def settled_metrics(url: str, timeout: float = SETTLE_TIMEOUT_S) -> list[Sample]:
+    """The server's metrics once every call has been counted. Call it when the clients are gone (Locust has
+    exited: run_locust returned), to read the server's counts of what they did.
+
+    Settled: no client connection open (xfer_connections 0), no call in flight (xfer_inflight_requests 0),
+    and every xfer_requests_total series the same, over scrapes spanning SETTLE_SPAN_S. Why that is enough:
+    every call is read from a client connection, so with none open no call can begin; a call is counted
+    when it ends, next to the in-flight gauge's decrement, so with none in flight every call begun has been
+    counted, except in the instant between the decrement and the count (xferd-go decrements first), which the
+    span of equal scrapes covers. Two equal scrapes alone were not enough: a server still finishing the
+    calls of a client that had just gone could pause longer than the gap between them.
+
+    Fails (AssertionError, with the last state seen) when the server never settles within `timeout`."""
+    deadline = time.monotonic() + timeout
+    since: float | None = None  # when the current idle stretch with unchanged counts began
+    base: list[tuple[tuple[tuple[str, str], ...], float]] = []
+    while True:
+        now = time.monotonic()
         samples = parse_prom(fetch(url))
-        now = sorted((tuple(sorted(lab.items())), v) for n, lab, v in samples if n == "xfer_requests_total")
-        if now == prev:
-            return samples
-        prev = now
-        time.sleep(pause)
-    return samples
+        names = {n for n, _l, _v in samples}
+        missing = {"xfer_connections", "xfer_inflight_requests"} - names
+        assert not missing, f"{url} exports no {sorted(missing)}: settled_metrics cannot tell when it is idle"
+        conns, inflight, counts = _idle_state(samples)
+        if conns == 0 and inflight == 0:
+            if since is not None and counts == base:
+                if now - since >= SETTLE_SPAN_S:
+                    return samples
+            else:
+                since, base = now, counts
+        else:
+            since = None
+        if now > deadline:
+            idle = conns == 0 and inflight == 0
+            raise AssertionError(
+                f"{url} never settled within {timeout:g}s: last scrape {conns:g} client connections open, "
+                f"{inflight:g} calls in flight" + ("; xfer_requests_total still changing" if idle else ""))
+        time.sleep(SETTLE_POLL_S)  # the poll interval between scrapes of /metrics
 
 
 def summary_counts(output: str, run: int = 1) -> dict[str, int]:
