@@ -146,6 +146,19 @@ def build_one(client: docker.DockerClient, spec: Spec, buildargs: dict[str, str]
             raise ImageError(f"{spec.name}: {rel} is missing: run `make build` first")
     if spec.prepare:
         spec.prepare()
+    log = _build(client, spec, buildargs, digest, nocache)
+    if not _current(client, spec.name, digest) and not nocache:
+        # Podman's layer cache can hand back an earlier image whose layers match but whose label (an older
+        # inputs hash) does not, e.g. when sources changed but the binary in the context did not: build again
+        # without the cache, so the label always names the inputs.
+        log = _build(client, spec, buildargs, digest, nocache=True)
+    if not _current(client, spec.name, digest):
+        raise ImageError(f"{spec.name}: the build ended without {tag(spec.name)}:\n{''.join(log[-15:]).strip()}")
+
+
+def _build(client: docker.DockerClient, spec: Spec, buildargs: dict[str, str], digest: str,
+           nocache: bool) -> list[str]:
+    """One build through the engine's API; the lines it printed."""
     log: list[str] = []
     stream = client.api.build(
         fileobj=context_tar(spec), custom_context=True, dockerfile=spec.dockerfile, tag=tag(spec.name),
@@ -158,8 +171,7 @@ def build_one(client: docker.DockerClient, spec: Spec, buildargs: dict[str, str]
             raise ImageError(f"{spec.name}: build failed: {str(chunk['error']).strip()}\n{tail}")
         if "stream" in chunk:
             log.append(str(chunk["stream"]))
-    if not _current(client, spec.name, digest):
-        raise ImageError(f"{spec.name}: the build ended without {tag(spec.name)}:\n{''.join(log[-15:]).strip()}")
+    return log
 
 
 def _chunks(stream: Any) -> Iterator[dict[str, Any]]:
