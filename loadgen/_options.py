@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen._checks import CHECK_HELP, Check, parse_checks
+from py_client.durations import DURATION_HELP, parse_duration
 from py_client.sizes import MIB, SIZE_HELP, parse_size
 
 MAX_FILE = 1 << 30  # PROTOCOL.md: declared file size limit
@@ -257,10 +258,9 @@ def parse_steps(text: str) -> tuple[int, ...]:
 
 def parse_step_s(text: str) -> float | None:
     """'' or 'auto' -> None (-t divided among the levels); else seconds each level of --xfer-steps is held."""
-    t = text.strip().lower()
-    if t in ("", "auto"):
+    if text.strip().lower() in ("", "auto"):
         return None
-    return _seconds(t, 86400, f"--xfer-step-s {text!r}: want seconds each step is held, 0 < S <= 86400, or auto")
+    return _seconds(text, 86400, f"--xfer-step-s {text!r}: want seconds each step is held, 0 < S <= 86400, or auto")
 
 
 MIX_HELP = ("METHOD:WEIGHT pairs joined by ',', METHOD one of upload, download, echo, meta, WEIGHT a number >= 0 "
@@ -335,13 +335,14 @@ def parse_timeout(text: str) -> float:
 
 
 def _seconds(text: str, hi: float, error: str) -> float:
-    """A number of seconds in (0, hi]; else ValueError(error)."""
+    """A duration (py_client/durations.py: 15, 15s, 500ms, 1m30s) in (0, hi] seconds; else ValueError(error
+    and the grammar)."""
     try:
-        v = float(text)
+        v = parse_duration(text)
     except ValueError:
         v = -1.0
     if not 0 < v <= hi:
-        raise ValueError(error)
+        raise ValueError(f"{error}; a duration is {DURATION_HELP}")
     return v
 
 
@@ -407,8 +408,8 @@ OPTIONS: tuple[XferOption, ...] = (
                "With --xfer-profile step: the user levels, strictly increasing (e.g. 50,100,200,500,1000), each "
                "held --xfer-step-s; off = five equal steps of -u/5"),
     XferOption("step_s", "auto", parse_step_s,
-               "Seconds each level of --xfer-steps is held (the last is held to the end of -t); auto = -t divided "
-               "among the levels"),
+               "Seconds (20) or a duration (1m30s) each level of --xfer-steps is held (the last is held to the end "
+               "of -t); auto = -t divided among the levels"),
     XferOption("mix", "upload:1,download:1,echo:1", parse_mix, "Weights of the user classes: " + MIX_HELP),
     XferOption("rate", "off", parse_rate,
                "Open loop: total arrivals per second (R, constant:R or poisson:R), latency from the intended "
@@ -419,7 +420,8 @@ OPTIONS: tuple[XferOption, ...] = (
                "--max-meta-entries (default 1024) bounds what it accepts"),
     XferOption("meta_size", "8-64", parse_meta_size,
                "Bytes of each Meta key and value, MIN-MAX (drawn uniformly), 0..256 (keys take at least 1)"),
-    XferOption("timeout", "60", parse_timeout, "Deadline of one call or whole transfer, seconds"),
+    XferOption("timeout", "60", parse_timeout,
+               "Deadline of one call or whole transfer: seconds (60) or a duration (500ms, 1m30s)"),
     XferOption("metrics_port", "9646", parse_metrics_port,
                "Client /metrics port of this process (master/local); workers take the next free ports; "
                "0 = any free port, off = none"),

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from py_client import XferError, connect, meta, parse_target
+from py_client.durations import DURATION_HELP, parse_duration
 from py_client.sizes import SIZE_HELP, parse_size
 
 
@@ -47,6 +48,16 @@ def _size(lo: int) -> Callable[[str], int]:
     return parse
 
 
+def _timeout(text: str) -> float:
+    try:
+        v = parse_duration(text, what="timeout")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"timeout {text!r}: want a positive duration")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m py_client",
                                      description="Talk to an xfer server over grpc:// or frame://.")
@@ -55,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--target", required=True, type=_target,
                        help="grpc://host:port or frame://host:port")
-        p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+        p.add_argument("--timeout", type=_timeout, default=60.0, metavar="DURATION",
+                       help=f"per call: {DURATION_HELP} (default 60)")
 
     up = sub.add_parser("upload", help="upload a file")
     common(up)

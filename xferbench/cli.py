@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from py_client.durations import DURATION_HELP, parse_duration
 from xferbench import cost, experiment, export, stack, stats
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError
@@ -270,13 +271,13 @@ def _fraction(text: str) -> float:
 
 
 def _duration(text: str) -> float:
-    """'10m', '90s', '1h', '600' → seconds."""
-    t = text.strip()
-    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    """'10m', '90s', '1h30m', '600' → seconds (the one duration grammar, py_client/durations.py)."""
+    if text.startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r}: want a positive duration")
     try:
-        v = float(t[:-1]) * mult if mult else float(t)
+        v = parse_duration(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: want a duration such as 10m, 90s or 1h") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: want a duration such as 10m, 90s or 1h ({DURATION_HELP})") from None
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: want a positive duration")
     return v

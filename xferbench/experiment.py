@@ -10,7 +10,8 @@ Schema (every key below is optional unless marked *required*)::
     description = "..."
     repeats = 6                 # rounds: every cell once per round; the default gives a planted 15% effect
                                 # 80% power on this machine (tests/unit/test_stats.py)
-    warmup_s = 2                # seconds of load discarded before the measured window
+    warmup_s = 2                # seconds of load discarded before the measured window; every time here
+                                # takes a number of seconds or a duration ("30s", "1m30s"; docs/DESIGN.md)
     baseline = "go/grpc/pool=on"  # cell the ranking compares with; default: the first cell
     aa = false                  # also run the baseline a second time per round as "<baseline> (A/A)": the
                                 # pair's verdicts show what the machine's noise alone produces
@@ -89,7 +90,6 @@ A cell is one point of a group's matrix; its name joins the label, the transport
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import re
 import tomllib
@@ -99,6 +99,7 @@ from pathlib import Path
 from typing import Any
 
 import loadgen
+from py_client.durations import parse_duration, parse_duration_us
 from py_client.sizes import SIZE_HELP, parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,8 +112,6 @@ TRANSPORTS = ("grpc", "frame")
 ON_OFF = ("on", "off")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
 
-_SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*$")
-_SECONDS_MULT = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FLAG_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 
@@ -127,19 +126,21 @@ def slug(name: str) -> str:
 
 
 def parse_seconds(text: str | int | float) -> float:
-    """'20ms' → 0.02; plain numbers are seconds. Raises ValueError."""
-    if isinstance(text, bool):
-        raise ValueError(text)
-    if isinstance(text, int | float):
-        value = float(text)
-    else:
-        m = _SECONDS_RE.match(text)
-        if not m:
-            raise ValueError(text)
-        value = float(m.group(1)) * _SECONDS_MULT[m.group(2)]
-    if not 0 < value < math.inf:
-        raise ValueError(text)
+    """A positive duration in the one grammar (py_client/durations.py): '20ms' → 0.02, '1m30s' → 90.0; a TOML
+    number, or a bare number, is seconds. Raises ValueError."""
+    value = parse_duration(text)
+    if value <= 0:
+        raise ValueError(f"{text!r} is not a positive duration")
     return value
+
+
+def _seconds_key(v: Any, *, positive: bool) -> float | None:
+    """A TOML `*_s` value: a number of seconds or a duration string ("2m"), >= 0 (> 0 if positive); None if not."""
+    try:
+        value = parse_duration(v)
+    except ValueError:
+        return None
+    return None if positive and value == 0 else value
 
 
 # --- server knobs -------------------------------------------------------------------------------------
@@ -197,14 +198,14 @@ def _conns(v: Any) -> str:
 
 
 def _duration(v: Any) -> str:
-    """A duration both servers parse: whole milliseconds."""
+    """A duration both servers parse, as whole milliseconds (xferd-c counts its timeouts in ms)."""
     try:
-        ms = round(parse_seconds(v) * 1000)
+        us = parse_duration_us(v)
     except ValueError:
-        raise ValueError('a duration (e.g. "10s" or "500ms")') from None
-    if ms < 1:
-        raise ValueError("a duration of at least 1ms")
-    return f"{ms}ms"
+        raise ValueError('a duration (e.g. "10s", "500ms" or "1m30s"; a number is seconds)') from None
+    if us < 1000 or us % 1000:
+        raise ValueError("a duration of whole milliseconds, at least 1ms")
+    return f"{us // 1000}ms"
 
 
 # The limits of PROTOCOL.md, spelled alike by both servers.
@@ -310,7 +311,7 @@ class Load:
 
     @property
     def step_seconds(self) -> float:
-        return float(self.step_s or 0)
+        return parse_duration(self.step_s) if self.step_s and self.step_s != "auto" else 0.0
 
     def with_step_s(self, step_s: float, settle_s: float) -> Load:
         """This stepped load with each level held step_s, so duration_s is levels x step_s."""
@@ -362,14 +363,20 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
     if key in LOADGEN_KEYS:
         return _loadgen_value(key, v, where)
     if key == "settle_s":
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise bad("a number of seconds >= 0")
-        return float(v)
+        settle = _seconds_key(v, positive=False)
+        if settle is None:
+            raise bad('a number of seconds >= 0, or a duration such as "5s"')
+        return settle
     if key == "users":
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise bad("a positive integer")
         return v
-    if key in ("spawn_rate", "duration_s"):
+    if key == "duration_s":
+        duration = _seconds_key(v, positive=True)
+        if duration is None:
+            raise bad('a positive number of seconds, or a duration such as "2m"')
+        return duration
+    if key == "spawn_rate":
         if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
             raise bad("a positive number")
         return float(v)
@@ -640,9 +647,11 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     repeats = meta.get("repeats", DEFAULT_REPEATS)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ExperimentError(f"experiment.repeats = {repeats!r}: expected an integer >= 1")
-    warmup = meta.get("warmup_s", 2)
-    if isinstance(warmup, bool) or not isinstance(warmup, int | float) or warmup < 0:
-        raise ExperimentError(f"experiment.warmup_s = {warmup!r}: expected a number >= 0")
+    warmup_value = meta.get("warmup_s", 2)
+    warmup = _seconds_key(warmup_value, positive=False)
+    if warmup is None:
+        raise ExperimentError(f'experiment.warmup_s = {warmup_value!r}: expected a number of seconds >= 0, or a '
+                              'duration such as "30s"')
 
     load_tab = _table(data.get("load", {}), "load")
     base = Load()

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from py_client.durations import parse_duration
 from xferbench import process, procfs
 from xferbench.targets import FileSDRegistry
 
@@ -346,6 +347,12 @@ def _print_links(url: str) -> None:
         print(f"  {page:<7} {link}")
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie. Once `stack up` has exited, its Prometheus is init's child: after /-/quit it is
+    a zombie until init reaps it, which can take seconds (or never happen, under a PID 1 that does not reap)."""
+    return procfs.pid_alive(pid) and not procfs.status(pid).get("State", "").startswith("Z")
+
+
 def cmd_down(a: argparse.Namespace) -> int:
     d: Path = a.dir
     state = _read_state(d)
@@ -359,11 +366,13 @@ def cmd_down(a: argparse.Namespace) -> int:
     except OSError:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while procfs.pid_alive(pid) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+            os.waitpid(pid, os.WNOHANG)  # reaps it when it is this process' child
+        if not _running(pid):
+            break
         time.sleep(POLL_INTERVAL_S)
-    if procfs.pid_alive(pid):
+    if _running(pid):
         os.kill(pid, signal.SIGKILL)
     (d / "prometheus.pid").unlink(missing_ok=True)
     print(f"prometheus (pid {pid}) stopped; data kept in {d / 'data'}")
@@ -389,12 +398,13 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def _seconds(text: str) -> float:
-    try:
-        v = float(text.removesuffix("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: want seconds, such as 15 or 15s") from None
-    if v < 0:
+    """A duration in the one grammar (py_client/durations.py): 15, 15s, 1m30s."""
+    if text.startswith("-"):
         raise argparse.ArgumentTypeError(f"{text!r}: want a duration of 0 seconds or more")
+    try:
+        v = parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want seconds, such as 15 or 15s (or 1m30s, 500ms)") from None
     return v
 
 

@@ -1,6 +1,6 @@
 """The command line both servers share (PROTOCOL.md "Process interface"): `--help` names every flag with
-its XFERD_* variable and default, `--version` says which build this is, sizes take the one grammar of
-docs/DESIGN.md. Each test runs the real binary."""
+its XFERD_* variable and default, `--version` says which build this is, sizes and durations take the one
+grammars of docs/DESIGN.md. Each test runs the real binary."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from py_client.durations import parse_duration
 from tests.support.server_help import help_flags
 from tests.support.servers import ROOT, SERVERS, running_server, selected_servers
 
@@ -98,3 +99,23 @@ def test_size_outside_the_grammar_is_refused(name: str, value: str) -> None:
     r = run(name, f"--max-chunk={value}")
     assert r.returncode == 2
     assert f"{name}: error:" in r.stderr and value in r.stderr and "KiB" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("name", selected_servers())
+def test_duration_flags_take_the_duration_grammar(name: str) -> None:
+    # Several terms, a bare number (seconds) and a fraction, by flag and by variable; each server prints them
+    # in its own spelling, which must read back (in the grammar) as the value asked for.
+    with running_server(name, ["--read-timeout", "1m30s", "--drain-timeout=10"],
+                        env={"XFERD_WRITE_TIMEOUT": "1.5s", "XFERD_UPLOAD_IDLE_TIMEOUT": "1h"}) as s:
+        got = {k: parse_duration(s.ready[k]) for k in ("read_timeout", "drain_timeout", "write_timeout",
+                                                         "upload_idle_timeout")}
+    assert got == {"read_timeout": 90.0, "drain_timeout": 10.0, "write_timeout": 1.5, "upload_idle_timeout": 3600.0}
+
+
+@pytest.mark.parametrize("name", selected_servers())
+@pytest.mark.parametrize("value", ["1s1m", "1m1m", "1m30", "-1s", "1S", "1 s", "1e3s", "1us1ms"])
+def test_duration_outside_the_grammar_is_refused(name: str, value: str) -> None:
+    r = run(name, f"--read-timeout={value}")
+    assert r.returncode == 2, r.stderr
+    assert f"{name}: error:" in r.stderr and "read-timeout" in r.stderr and value in r.stderr, r.stderr
+    assert "a bare number is seconds" in r.stderr, f"the error does not give the grammar: {r.stderr!r}"

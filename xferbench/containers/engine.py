@@ -172,10 +172,12 @@ def _spawn_service() -> subprocess.Popen[bytes]:
         SOCKET.unlink()  # stale: nothing alive serves it
     env = service_env()
     with open(LOG_FILE, "ab") as log:
-        # Its own session and no parent-death signal: the service outlives this process on purpose.
+        # Its own session and no parent-death signal: the service outlives this process on purpose. Its
+        # folder is build/podman/: conmon writes an empty file `oom` into its working directory when a
+        # container is OOM-killed, which left one at the repository's root.
         proc = subprocess.Popen(
             ["podman", "--runtime", "runc", "system", "service", "--time=0", f"unix://{SOCKET}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True, cwd=PODMAN_DIR,
         )
     PID_FILE.write_text(f"{proc.pid}\n")
     return proc

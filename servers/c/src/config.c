@@ -89,20 +89,70 @@ int config_parse_size(const char *s, uint64_t limit, uint64_t *out) {
     return 0;
 }
 
-/* "10s", "500ms", "2m", "1h", or a bare number of seconds. */
-static int parse_dur(const char *s, uint64_t *ms) {
-    if (!*s || !isdigit((unsigned char)*s)) return -1;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (errno || v < 0) return -1;
-    double mult;
-    if (!*end || strcmp(end, "s") == 0) mult = 1000;
-    else if (strcmp(end, "ms") == 0) mult = 1;
-    else if (strcmp(end, "m") == 0) mult = 60000;
-    else if (strcmp(end, "h") == 0) mult = 3600000;
-    else return -1;
-    *ms = (uint64_t)(v * mult + 0.5);
+#define DUR_HELP                                                                                                     \
+    "a number with h, m, s, ms or us, or several in that order (500ms, 10s, 2m, 1m30s, 1.5s); a bare number is "     \
+    "seconds (15)"
+#define DUR_MAX_US ((uint64_t)INT64_MAX / 1000u) /* whole microseconds that fit 64-bit signed nanoseconds */
+#define DUR_MAX_TEXT "2562047h47m16.854775s"
+#define DUR_MAX_FRACTION 9 /* digits after a number's point */
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+int config_parse_duration(const char *s, uint64_t *us) {
+    /* the units in the order terms must come, in microseconds */
+    static const struct {
+        const char *name;
+        uint64_t us;
+    } units[] = {{"h", 3600000000ull}, {"m", 60000000ull}, {"s", 1000000ull}, {"ms", 1000ull}, {"us", 1ull}};
+    enum { NUNITS = sizeof units / sizeof units[0], SECONDS = 2 };
+    if (!*s) return -1;
+    uint64_t total = 0;
+    int last = -1, over = 0;
+    for (const char *p = s; *p;) {
+        const char *w = p, *f = NULL, *fe = NULL;
+        while (is_digit(*p)) p++;
+        if (p == w) return -1;
+        const char *we = p;
+        if (*p == '.') {
+            f = ++p;
+            while (is_digit(*p)) p++;
+            fe = p;
+            if (fe == f || fe - f > DUR_MAX_FRACTION) return -1;
+        }
+        const char *u = p;
+        while (*p && !is_digit(*p) && *p != '.') p++;
+        size_t ul = (size_t)(p - u);
+        int rank = -1;
+        if (ul == 0) {
+            if (w != s || *p) return -1; /* a bare number is the whole duration: "1m30" is not one */
+            rank = SECONDS;
+        } else {
+            for (int r = 0; r < (int)NUNITS; r++)
+                if (strlen(units[r].name) == ul && strncmp(units[r].name, u, ul) == 0) rank = r;
+            if (rank <= last) return -1; /* unknown, repeated or out of order */
+        }
+        last = rank;
+        uint64_t unit = units[rank].us, whole = 0;
+        for (const char *q = w; q < we && whole <= DUR_MAX_US; q++) whole = whole * 10 + (uint64_t)(*q - '0');
+        if (whole > DUR_MAX_US / unit) {
+            over = 1;
+            continue;
+        }
+        uint64_t term = whole * unit;
+        if (f) {
+            uint64_t frac = 0, pow = 1;
+            for (const char *q = f; q < fe; q++) {
+                frac = frac * 10 + (uint64_t)(*q - '0');
+                pow *= 10;
+            }
+            if (frac * unit % pow) return -1; /* not whole microseconds; frac * unit < 10^9 * 3.6e9 fits */
+            term += frac * unit / pow;
+        }
+        total += term;
+        if (total > DUR_MAX_US) over = 1;
+    }
+    if (over) return -2;
+    *us = total;
     return 0;
 }
 
@@ -152,13 +202,24 @@ static int set_flag(config *cfg, const flag *f, const char *val, const char *ori
         }
         *(uint32_t *)at = (uint32_t)v;
         return 0;
-    case T_DUR:
-        if (parse_dur(val, &v)) {
-            snprintf(err, errlen, "%s %s: %s is not a duration (like 10s or 500ms)", origin, f->name, val);
+    case T_DUR: {
+        int rc = config_parse_duration(val, &v);
+        if (rc == -1) {
+            snprintf(err, errlen, "%s %s: %s is not a duration: want " DUR_HELP, origin, f->name, val);
             return -1;
         }
-        *(uint64_t *)at = v;
+        if (rc) {
+            snprintf(err, errlen, "%s %s: %s exceeds the largest duration, " DUR_MAX_TEXT, origin, f->name, val);
+            return -1;
+        }
+        if (v % 1000) {
+            snprintf(err, errlen, "%s %s: %s is not whole milliseconds (xferd-c counts its timeouts in ms)", origin,
+                     f->name, val);
+            return -1;
+        }
+        *(uint64_t *)at = v / 1000;
         return 0;
+    }
     }
     return -1;
 }
@@ -228,7 +289,8 @@ static void usage(void) {
            "The C file-transfer server of xferbench: the frame protocol over epoll, with a switchable allocator\n"
            "(proto/PROTOCOL.md, servers/c/README.md).\n\n"
            "Every flag can also be set by the environment variable named beside it; the command line wins.\n"
-           "Sizes: bytes, or a whole number with KiB, MiB or GiB (65536, 64KiB, 4MiB). Durations: 500ms, 10s, 2m.\n"
+           "Sizes: bytes, or a whole number with KiB, MiB or GiB (65536, 64KiB, 4MiB).\n"
+           "Durations: " DUR_HELP ".\n"
            "Allocator tunables (MALLOC_*, GLIBC_TUNABLES, TCMALLOC_*, MIMALLOC_*) pass through to the allocator.\n"
            "XFERD_C_PRELOAD_LIB=PATH replaces the library --alloc preloads (a test hook); XFERD_C_PRELOADED is\n"
            "set by xferd-c itself when it re-executes with the allocator preloaded.\n\n");

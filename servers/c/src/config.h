@@ -51,4 +51,10 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen);
  * with KiB, MiB or GiB; at most limit. Returns 0 and sets *out, or -1. */
 int config_parse_size(const char *s, uint64_t limit, uint64_t *out);
 
+/* The duration grammar of docs/DESIGN.md (proto/testdata/duration.vectors): one or more terms <number><unit>,
+ * units h, m, s, ms, us each at most once and in that order ("1m30s"), or a bare number of seconds ("15"); a
+ * number may have a point and up to nine digits after it. Sets *us (whole microseconds, at most 2^63-1 ns) and
+ * returns 0; -1 when s is not a duration, -2 when it is too large. */
+int config_parse_duration(const char *s, uint64_t *us);
+
 #endif

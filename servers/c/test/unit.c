@@ -259,6 +259,45 @@ static void size_vector(const vec_line *l, void *ctx) {
           (unsigned long long)got, (unsigned long long)want);
 }
 
+/* ---------- duration.vectors ---------- */
+
+static int n_duration;
+
+static int is_digit_c(char c) { return c >= '0' && c <= '9'; }
+
+/* A duration.vectors expectation, an exact decimal number of seconds ("90", "0.0015"), in microseconds, read
+ * without the parser under test; -1 if it is not one. */
+static int64_t vector_micros(const char *s) {
+    int64_t whole = 0, frac = 0;
+    int digits = 0;
+    const char *p = s;
+    if (!is_digit_c(*p)) return -1;
+    for (; is_digit_c(*p); p++) whole = whole * 10 + (*p - '0');
+    if (*p == '.')
+        for (p++; is_digit_c(*p) && digits < 6; p++, digits++) frac = frac * 10 + (*p - '0');
+    if (*p) return -1;
+    for (; digits < 6; digits++) frac *= 10;
+    return whole * 1000000 + frac;
+}
+
+static void duration_vector(const vec_line *l, void *ctx) {
+    (void)ctx;
+    n_duration++;
+    CHECK(l->nfields == 2, "duration.vectors line %d: want 2 fields", l->line);
+    if (l->nfields != 2) return;
+    uint64_t got = 0;
+    int rc = config_parse_duration(l->field[0], &got);
+    if (strcmp(l->field[1], "error") == 0) {
+        CHECK(rc != 0, "duration.vectors line %d: \"%s\" parsed as %llu us, want an error", l->line, l->field[0],
+              (unsigned long long)got);
+        return;
+    }
+    int64_t want = vector_micros(l->field[1]);
+    CHECK(want >= 0, "duration.vectors line %d: bad expectation %s", l->line, l->field[1]);
+    CHECK(rc == 0 && got == (uint64_t)want, "duration.vectors line %d: \"%s\" gave rc %d, %llu us; want %lld us",
+          l->line, l->field[0], rc, (unsigned long long)got, (long long)want);
+}
+
 static void test_gen_names(void) {
     const char *bad[] = {"gen:", "gen:1", "gen:01:2", "gen:1:02", "gen:-1:2", "gen:1:18446744073709551616",
                          "gen:a:1", "gen:1:2:3", "gen::1", "gen:1:"};
@@ -996,7 +1035,8 @@ int main(int argc, char **argv) {
     int nb = vec_each(vdir, "bodies.vectors", body_vector, NULL);
     int ng = vec_each(vdir, "gen.vectors", gen_vector, NULL);
     int ns = vec_each(vdir, "size.vectors", size_vector, NULL);
-    CHECK(nf > 0 && nb > 0 && ng > 0 && ns > 0, "vectors readable in %s", vdir);
+    int nd = vec_each(vdir, "duration.vectors", duration_vector, NULL);
+    CHECK(nf > 0 && nb > 0 && ng > 0 && ns > 0 && nd > 0, "vectors readable in %s", vdir);
     test_gen_names();
     test_pbwire();
     test_names();
@@ -1026,8 +1066,8 @@ int main(int argc, char **argv) {
     mem_shutdown();
     mem_init(MEM_SYSTEM);
     mem_shutdown();
-    printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen, %d size, %d meta\n", n_req, n_resp, n_parse,
-           n_bodies, n_gen, n_size, n_meta);
+    printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen, %d size, %d duration, %d meta\n", n_req,
+           n_resp, n_parse, n_bodies, n_gen, n_size, n_duration, n_meta);
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

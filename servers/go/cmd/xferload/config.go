@@ -124,7 +124,7 @@ const maxMetaEntries = limits.DefaultMaxMetaEntries
 
 // parseFlags reads the command line; errors name the flag and what is wrong.
 func parseFlags(args []string, out io.Writer) (*Config, error) {
-	c := &Config{}
+	c := &Config{Duration: 10 * time.Second, Drain: 10 * time.Second}
 	fs := flag.NewFlagSet("xferload", flag.ContinueOnError)
 	// Parse errors are reported once, by the caller; --help prints the usage to out.
 	fs.SetOutput(io.Discard)
@@ -135,8 +135,9 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.IntVar(&c.Conns, "conns", 1, "TCP connections")
 	fs.IntVar(&c.Inflight, "inflight", 1, "calls in flight per connection (1 to 256)")
 	fs.Float64Var(&c.Rate, "rate", 0, "calls/s over all connections, open model (0: as fast as possible)")
-	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured time, after --warmup")
-	fs.DurationVar(&c.Warmup, "warmup", 0, "time at the start whose calls are left out of the figures")
+	// Durations take the grammar of docs/DESIGN.md, as xferd-go's flags do (config.ParseDuration).
+	fs.Var(config.DurationValue{Dst: &c.Duration}, "duration", "measured `DURATION`, after --warmup")
+	fs.Var(config.DurationValue{Dst: &c.Warmup}, "warmup", "`DURATION` at the start whose calls are left out of the figures")
 	fs.Uint64Var(&c.MaxCalls, "max-calls", 0, "stop after this many calls, warmup included, setup not (0: no count bound)")
 	fs.StringVar(&size, "size", "256", "echo payload size (bytes, or KiB/MiB)")
 	fs.StringVar(&chunk, "chunk", "1MiB", "upload chunk size and Read length")
@@ -146,7 +147,7 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.StringVar(&entrySize, "entry-size", "8-64", "meta: bytes per key and per value, MIN-MAX")
 	fs.StringVar(&c.Name, "name", "", "download: a stored file name, or gen:SIZE[:SEED]")
 	fs.BoolVar(&c.Verify, "verify", true, "check downloaded data against the CRC-32 (false: lengths and status only)")
-	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long calls in flight at the end may take")
+	fs.Var(config.DurationValue{Dst: &c.Drain}, "drain", "how long calls in flight at the end may take, `DURATION`")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve loadgen's xfer_client_* families on HOST:PORT/metrics while running (\"\": off)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {

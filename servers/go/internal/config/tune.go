@@ -13,8 +13,8 @@ var tuneFlags = []string{"gogc-interval", "gogc-window", "gogc-min", "gogc-max",
 
 func (c *Config) registerTune(fs *flag.FlagSet) {
 	t := &c.GCTune
-	fs.DurationVar(&t.Interval, "gogc-interval", t.Interval, "--gogc adaptive: time between two reads of the live heap")
-	fs.DurationVar(&t.Window, "gogc-window", t.Window, "--gogc adaptive: the live heap's growth rate is measured over this window")
+	fs.Var(DurationValue{&t.Interval}, "gogc-interval", "--gogc adaptive: time between two reads of the live heap, `DURATION`")
+	fs.Var(DurationValue{&t.Window}, "gogc-window", "--gogc adaptive: the live heap's growth rate is measured over this window, `DURATION`")
 	fs.IntVar(&t.Min, "gogc-min", t.Min, "--gogc adaptive: the lowest GC percent it sets, reached at --gogc-fast-growth")
 	fs.IntVar(&t.Max, "gogc-max", t.Max, "--gogc adaptive: the highest GC percent it sets, reached at --gogc-flat-growth")
 	fs.Float64Var(&t.FlatGrowth, "gogc-flat-growth", t.FlatGrowth, "--gogc adaptive: growth `RATE` (fraction of the heap per second) at or below which the percent is --gogc-max")

@@ -21,15 +21,16 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		pool = "on"
 	}
 	g, f, m := s.Addrs()
+	dur := config.FormatDuration // durations in the grammar of docs/DESIGN.md ("500us", not Go's "500µs")
 	kv := []any{
 		"grpc", g, "frame", f, "frame_codec", c.FrameCodec, "metrics", m, "store", c.Store, "pool", pool,
 		"gogc", gogc, "memlimit", memlimit,
 		"max_frame", l.MaxFrame, "max_chunk", l.MaxChunk, "max_file_size", l.MaxFileSize,
 		"max_conns", l.MaxConns, "max_uploads", l.MaxUploads,
 		"max_uploads_per_conn", l.MaxUploadsPerConn, "max_staged_bytes", l.MaxStagedBytes, "min_chunk", l.MinChunk,
-		"read_timeout", l.ReadTimeout, "upload_idle_timeout", l.UploadIdleTimeout,
+		"read_timeout", dur(l.ReadTimeout), "upload_idle_timeout", dur(l.UploadIdleTimeout),
 		"max_conn_calls", l.MaxConnCalls, "max_conn_unsent", l.MaxConnUnsent,
-		"write_timeout", l.WriteTimeout, "drain_timeout", l.DrainTimeout, "max_meta_entries", l.MaxMetaEntries,
+		"write_timeout", dur(l.WriteTimeout), "drain_timeout", dur(l.DrainTimeout), "max_meta_entries", l.MaxMetaEntries,
 		"grpc_initial_window_size", c.GRPCInitialWindowSize,
 		"grpc_initial_conn_window_size", c.GRPCInitialConnWindowSize,
 		"grpc_read_buffer_size", c.GRPCReadBufferSize, "grpc_write_buffer_size", c.GRPCWriteBufferSize,
@@ -41,7 +42,7 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 	}
 	if c.GOGCAdaptive {
 		t := c.GCTune
-		kv = append(kv, "gogc_interval", t.Interval, "gogc_window", t.Window, "gogc_min", t.Min, "gogc_max", t.Max,
+		kv = append(kv, "gogc_interval", dur(t.Interval), "gogc_window", dur(t.Window), "gogc_min", t.Min, "gogc_max", t.Max,
 			"gogc_flat_growth", t.FlatGrowth, "gogc_fast_growth", t.FastGrowth, "gogc_dead_band", t.DeadBand)
 	}
 	var b strings.Builder
