@@ -1,52 +1,99 @@
 """--xfer-connections user | call | pool:N against real servers: the connections the client says it opened are
-the ones the server accepted (xfer_connections_accepted_total), and as many as the strategy should make."""
+the ones the server accepted (xfer_connections_accepted_total), and as many as the strategy should make.
+
+Every run gets a server of its own (so what it accepted is what that run made) and goes through the session's
+`runs` (tests/loadgen/harness.py): two Locust processes at a time. Refusals of --xfer-connections values are
+checked in-process, with one real `locust` to prove the check is the one the command runs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from locust.argument_parser import get_parser
 
-from tests.loadgen.support import Sample, fetch, parse_prom, run_locust, settled_metrics, total
-from tests.support.servers import RunningServer, running_server
+from loadgen._hooks import start_checks
+from loadgen._options import register
+from tests.loadgen.harness import Runs, in_background, refusal, runs_for
+from tests.loadgen.support import (
+    Sample,
+    fetch,
+    free_port,
+    parse_prom,
+    run_locust,
+    settled_metrics,
+    total,
+)
+from tests.support.servers import running_server
 
-RUN_S = 3
+# Each user connects at its start and calls at once, so a second counts every user's connections; the
+# counts below are exact whatever the run's length (compared as counts, never as speeds).
+RUN_S = 1
 USERS = 3
 GRPC_INFLIGHT = 2
+SERVER_ARGS = {"xferd-go": ["--store=mem"], "xferd-c": []}
 # (server, transport, gRPC engine)
 SETUPS = [("xferd-go", "frame", "aio"), ("xferd-c", "frame", "aio"), ("xferd-go", "grpc", "aio"),
           ("xferd-go", "grpc", "gevent")]
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, RunningServer]]:
-    with running_server("xferd-go", ["--store=mem"]) as go, running_server("xferd-c") as c:
-        yield {"xferd-go": go, "xferd-c": c}
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return runs_for(request, tmp_path_factory)
 
 
-def _accepted(server: RunningServer) -> float:
-    return total(settled_metrics(server.metrics_url), "xfer_connections_accepted_total")
+def _accepted(samples: list[Sample]) -> float:
+    return total(samples, "xfer_connections_accepted_total")
 
 
-def _run(server: RunningServer, transport: str, engine: str, strategy: str, tmp_path: Path, users: int = USERS,
-         ) -> tuple[float, float, list[Sample]]:
-    """One Locust run of echo users; returns (connections the server accepted meanwhile, operations Locust
-    completed, the client's metrics dumped at exit)."""
-    before = _accepted(server)
-    r = run_locust(["--headless", "--json", "-t", f"{RUN_S}s", "-u", str(users), "-r", str(users),
-                    "--host", server.target(transport), "--xfer-mix", "echo:1", "--xfer-connections", strategy,
-                    "--xfer-grpc-engine", engine, "--xfer-grpc-inflight", str(GRPC_INFLIGHT),
-                    "--xfer-metrics-port", "0", "--xfer-metrics-dump", str(tmp_path)], timeout=RUN_S + 60)
-    assert r.returncode == 0, r.stderr[-3000:]
-    stats = {e["name"]: e for e in json.loads(r.stdout)}
-    echo = stats["Echo"]
-    assert echo["num_failures"] == 0, r.stderr[-3000:]
-    (dump,) = tmp_path.glob("local-*.prom")
-    _promtool_clean(dump.read_text())
-    return _accepted(server) - before, float(echo["num_requests"]), parse_prom(dump.read_text())
+@dataclass
+class Run:
+    """One Locust run of echo users against a server of its own."""
+
+    proc: subprocess.CompletedProcess[str]
+    accepted: float  # connections the server accepted during the run (counted once it settled)
+    dumps: list[str]  # the client's metrics, dumped at exit (one file expected)
+    server_metrics: str  # the server's /metrics after the run
+
+    def echo(self) -> dict[str, Any]:
+        echo: dict[str, Any] = {e["name"]: e for e in json.loads(self.proc.stdout)}["Echo"]
+        return echo
+
+    def client(self) -> list[Sample]:
+        (dump,) = self.dumps
+        return parse_prom(dump)
+
+
+def _dumps(folder: Path) -> list[str]:
+    return [p.read_text() for p in folder.glob("local-*.prom")]
+
+
+def _strategy_run(tmp: Path, setup: tuple[str, str, str], strategy: str, users: int = USERS) -> Run:
+    name, transport, engine = setup
+    with running_server(name, SERVER_ARGS[name]) as server:
+        before = _accepted(parse_prom(fetch(server.metrics_url)))  # no client knows this server yet: 0
+        r = run_locust(["--headless", "--json", "-t", f"{RUN_S}s", "-u", str(users), "-r", str(users),
+                        "--host", server.target(transport), "--xfer-mix", "echo:1", "--xfer-connections", strategy,
+                        "--xfer-grpc-engine", engine, "--xfer-grpc-inflight", str(GRPC_INFLIGHT),
+                        "--xfer-metrics-port", "0", "--xfer-metrics-dump", str(tmp)], timeout=RUN_S + 60)
+        accepted = _accepted(settled_metrics(server.metrics_url)) - before
+        server_metrics = fetch(server.metrics_url)
+    return Run(r, accepted, _dumps(tmp), server_metrics)
+
+
+def _checked(run: Run) -> tuple[float, float, list[Sample]]:
+    """(connections the server accepted meanwhile, operations Locust completed, the client's metrics dumped at
+    exit), once the run is seen to have passed with no failed call and a well-formed dump."""
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    echo = run.echo()
+    assert echo["num_failures"] == 0, run.proc.stderr[-3000:]
+    (dump,) = run.dumps
+    _promtool_clean(dump)
+    return run.accepted, float(echo["num_requests"]), run.client()
 
 
 def _promtool_clean(text: str) -> None:
@@ -59,22 +106,25 @@ def _ids(setup: tuple[str, str, str]) -> str:
 
 
 @pytest.mark.parametrize("setup", SETUPS, ids=_ids)
-def test_user_opens_one_connection_per_user(servers: dict[str, RunningServer], tmp_path: Path,
+@in_background(lambda tmp, setup: _strategy_run(tmp, setup, "user"))
+def test_user_opens_one_connection_per_user(runs: Runs, request: pytest.FixtureRequest,
                                             setup: tuple[str, str, str]) -> None:
-    name, transport, engine = setup
-    accepted, done, client = _run(servers[name], transport, engine, "user", tmp_path)
+    transport = setup[1]
+    run = runs[request.node]
+    accepted, done, client = _checked(run)
     assert done > 0
     assert accepted == USERS
     assert total(client, "xfer_client_connections_opened_total", transport=transport) == USERS
     assert total(client, "xfer_client_reconnects_total", transport=transport) == 0
-    _promtool_clean(fetch(servers[name].metrics_url))  # the servers' new xfer_connections_accepted_total too
+    _promtool_clean(run.server_metrics)  # the servers' new xfer_connections_accepted_total too
 
 
 @pytest.mark.parametrize("setup", SETUPS, ids=_ids)
-def test_pool_opens_exactly_its_size(servers: dict[str, RunningServer], tmp_path: Path,
+@in_background(lambda tmp, setup: _strategy_run(tmp, setup, "pool:4", users=6))
+def test_pool_opens_exactly_its_size(runs: Runs, request: pytest.FixtureRequest,
                                      setup: tuple[str, str, str]) -> None:
-    name, transport, engine = setup
-    accepted, done, client = _run(servers[name], transport, engine, "pool:4", tmp_path, users=6)
+    transport = setup[1]
+    accepted, done, client = _checked(runs[request.node])
     assert done > 0
     assert accepted == 4  # one Locust process: one pool of four, whatever the number of users
     assert total(client, "xfer_client_connections_opened_total", transport=transport) == 4
@@ -82,10 +132,11 @@ def test_pool_opens_exactly_its_size(servers: dict[str, RunningServer], tmp_path
 
 
 @pytest.mark.parametrize("setup", [s for s in SETUPS if s[2] == "aio"], ids=_ids)
-def test_call_opens_one_connection_per_operation(servers: dict[str, RunningServer], tmp_path: Path,
+@in_background(lambda tmp, setup: _strategy_run(tmp, setup, "call"))
+def test_call_opens_one_connection_per_operation(runs: Runs, request: pytest.FixtureRequest,
                                                  setup: tuple[str, str, str]) -> None:
-    name, transport, engine = setup
-    accepted, done, client = _run(servers[name], transport, engine, "call", tmp_path)
+    transport = setup[1]
+    accepted, done, client = _checked(runs[request.node])
     assert done > 10
     # An operation cut off by the stop has its connection but no report: at most one per user on frame (one
     # operation at a time), GRPC_INFLIGHT per user on gRPC aio (whose users report theirs before stopping).
@@ -98,50 +149,87 @@ def test_call_opens_one_connection_per_operation(servers: dict[str, RunningServe
     assert total(client, "xfer_client_reconnects_total", transport=transport) == 0
 
 
-def test_call_on_the_gevent_engine_is_refused(servers: dict[str, RunningServer]) -> None:
-    r = run_locust(["--headless", "-t", "1s", "-u", "1", "--host", servers["xferd-go"].target("grpc"),
-                    "--xfer-connections", "call", "--xfer-grpc-engine", "gevent", "--xfer-metrics-port", "off"])
-    assert r.returncode != 0
-    assert "--xfer-connections call with --xfer-grpc-engine gevent" in r.stderr
+# ---- refusals: no server needed --------------------------------------------------------------------------
+
+REFUSAL_BASE = ["--headless", "-t", "1s", "-u", "1", "--xfer-metrics-port", "off"]
+GEVENT_CALL = ["--xfer-connections", "call", "--xfer-grpc-engine", "gevent"]
+GEVENT_CALL_REFUSED = "--xfer-connections call with --xfer-grpc-engine gevent"
+
+
+def test_call_on_the_gevent_engine_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refusal([*REFUSAL_BASE, "--host", "grpc://127.0.0.1:1", *GEVENT_CALL], capsys)
+    assert GEVENT_CALL_REFUSED in err, err
+    # Only gRPC's blocking channels miss the READY of a short-lived channel: frame takes call with either.
+    parser = get_parser(default_config_files=[])
+    register(parser)
+    opts = parser.parse_args(["-f", "loadgen/", *REFUSAL_BASE, "--host", "frame://127.0.0.1:1", *GEVENT_CALL])
+    cfg, transport = start_checks(opts, opts.host)
+    assert transport == "frame" and str(cfg.connections) == "call" and cfg.grpc_engine == "gevent"
+
+
+@in_background(lambda tmp: run_locust(["--headless", "-t", "1s", "-u", "1", "--xfer-metrics-port", "0",
+                                       "--host", "grpc://127.0.0.1:1", *GEVENT_CALL], timeout=60))
+def test_the_locust_command_refuses_call_on_the_gevent_engine(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """The real command runs the same start-up check, from Locust's init event."""
+    r = runs[request.node]
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert GEVENT_CALL_REFUSED in r.stderr, r.stderr[-2000:]
+    assert "xfer-metrics role=" not in r.stderr  # stopped before the metrics endpoint, before any user
 
 
 @pytest.mark.parametrize("bad", ["pool:0", "pool:x", "foo", "pool:", "pool:1025"])
-def test_bad_strategies_are_refused(bad: str) -> None:
-    r = run_locust(["--headless", "-t", "1s", "-u", "1", "--host", "frame://127.0.0.1:1",
-                    "--xfer-connections", bad, "--xfer-metrics-port", "off"])
-    assert r.returncode != 0
-    assert f"--xfer-connections {bad!r}: want user" in r.stderr, r.stderr[-2000:]
+def test_bad_strategies_are_refused(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Refused by argparse, through the type loadgen registers for every option: the real command's path for
+    # such a value is proven in tests/loadgen/test_cli.py (test_the_locust_command_refuses_the_same_way).
+    err = refusal([*REFUSAL_BASE, "--host", "frame://127.0.0.1:1", "--xfer-connections", bad], capsys)
+    assert f"--xfer-connections {bad!r}: want user" in err, err[-2000:]
 
 
-def test_a_refused_connect_is_a_failure_with_its_reason(tmp_path: Path) -> None:
-    from tests.loadgen.support import free_port
+# ---- failures and reconnects -----------------------------------------------------------------------------
+
+def _refused_run(tmp: Path) -> subprocess.CompletedProcess[str]:
     port = free_port()  # nothing listens there
-    r = run_locust(["--headless", "--json", "-t", "2s", "-u", "1", "--host", f"frame://127.0.0.1:{port}",
-                    "--xfer-mix", "echo:1", "--xfer-connections", "call", "--xfer-metrics-port", "off"])
+    return run_locust(["--headless", "--json", "-t", f"{RUN_S}s", "-u", "1", "--host", f"frame://127.0.0.1:{port}",
+                       "--xfer-mix", "echo:1", "--xfer-connections", "call", "--xfer-metrics-port", "off"])
+
+
+@in_background(_refused_run)
+def test_a_refused_connect_is_a_failure_with_its_reason(runs: Runs, request: pytest.FixtureRequest) -> None:
+    r = runs[request.node]
     echo = {e["name"]: e for e in json.loads(r.stdout)}["Echo"]
     assert echo["num_failures"] == echo["num_requests"] > 0
     assert "Connection refused" in r.stderr or "Connection refused" in json.dumps(echo), r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("transport", ["frame", "grpc"])
-def test_connections_cut_by_the_network_are_reconnects(servers: dict[str, RunningServer], tmp_path: Path,
-                                                       transport: str) -> None:
-    """Toxiproxy's limit_data closes every connection after 20 kB from the server: each user's client
-    connects again, and each connection after its first is a reconnect, counted as the server saw it."""
+CUT_RUN_S = 1  # a connection carries about 70 echo calls before it is cut: a second saw some 15 reconnects (loaded)
+
+
+def _cut_run(tmp: Path, transport: str) -> Run:
+    """Toxiproxy's limit_data closes every connection after 20 kB from the server."""
     from tests.support.toxiproxy import ProxiedServer, Toxic, running_toxiproxy
 
-    server = servers["xferd-go"]
-    with running_toxiproxy() as tp:
+    with running_server("xferd-go", SERVER_ARGS["xferd-go"]) as server, running_toxiproxy() as tp:
         proxy = ProxiedServer.create(tp, server, transport)
         with proxy.toxic(Toxic("limit_data", {"bytes": 20000})):
-            before = _accepted(server)
-            r = run_locust(["--headless", "--json", "-t", "4s", "-u", "2", "-r", "2", "--host", proxy.target,
-                            "--xfer-mix", "echo:1", "--xfer-connections", "user", "--xfer-metrics-port", "0",
-                            "--xfer-metrics-dump", str(tmp_path)], timeout=70)
-            accepted = _accepted(server) - before
+            before = _accepted(parse_prom(fetch(server.metrics_url)))  # no client has come through yet: 0
+            r = run_locust(["--headless", "--json", "-t", f"{CUT_RUN_S}s", "-u", "2", "-r", "2",
+                            "--host", proxy.target, "--xfer-mix", "echo:1", "--xfer-connections", "user",
+                            "--xfer-metrics-port", "0", "--xfer-metrics-dump", str(tmp)], timeout=70)
+            accepted = _accepted(settled_metrics(server.metrics_url)) - before
+        server_metrics = fetch(server.metrics_url)
+    return Run(r, accepted, _dumps(tmp), server_metrics)
+
+
+@pytest.mark.parametrize("transport", ["frame", "grpc"])
+@in_background(_cut_run)
+def test_connections_cut_by_the_network_are_reconnects(runs: Runs, request: pytest.FixtureRequest,
+                                                       transport: str) -> None:
+    """Each user's client connects again after a cut, and each connection after its first is a reconnect,
+    counted as the server saw it."""
+    run = runs[request.node]
+    r, accepted = run.proc, run.accepted
     assert r.returncode in (0, 1), r.stderr[-3000:]  # 1: Locust's own "some requests failed"
-    (dump,) = tmp_path.glob("local-*.prom")
-    client = parse_prom(dump.read_text())
+    client = run.client()
     opened = total(client, "xfer_client_connections_opened_total", transport=transport)
     reconnects = total(client, "xfer_client_reconnects_total", transport=transport)
     assert reconnects >= 2, r.stderr[-2000:]

@@ -3,7 +3,8 @@
 The master's request count (Locust's own stats, --json: whole operations only) must equal the sum over the
 workers' client metrics (xfer_client_requests_total, as each worker wrote it at exit with
 --xfer-metrics-dump), the master's run summary must count the same operations, and the
-master must list its workers' /metrics URLs while the test runs.
+master must list its workers' /metrics URLs while the test runs. Each run has an xferd-go of its own and
+goes through the session's `runs` (tests/loadgen/harness.py), beside another.
 """
 
 from __future__ import annotations
@@ -11,23 +12,27 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from loadgen._options import option
-from tests.loadgen.support import ROOT, failed, fetch, free_port, locust_cmd, parse_prom, summary_counts, total
-from tests.support.servers import RunningServer, running_server
+from tests.loadgen.harness import Runs, in_background, runs_for
+from tests.loadgen.support import ROOT, Sample, failed, fetch, free_port, locust_cmd, parse_prom, summary_counts, total
+from tests.support.servers import running_server
 
-RUN_S = 8
+# A worker's /metrics URL reaches the master with its reports, every 3 s (Locust's interval; the first may go
+# before loadgen's init knows the URL): the master listed both 2-3 s into the run, seen on a loaded machine.
+# The run must outlast that (it was 8 s).
+MASTER_RUN_S = 6
+PROCESSES_RUN_S = 2  # counts only: every worker makes its calls within the first second
 COMMON = ["--xfer-sizes", "64KiB,128KiB", "--xfer-chunk", "32KiB", "--xfer-inflight", "4"]
 
 
 @pytest.fixture(scope="module")
-def go_server() -> Iterator[RunningServer]:
-    with running_server("xferd-go") as s:
-        yield s
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return runs_for(request, tmp_path_factory)
 
 
 def _workers_from_master(master_metrics: str, want: int, deadline: float) -> dict[str, str]:
@@ -65,58 +70,86 @@ def _check_counts(master_json: str, dump: Path, n_workers: int) -> None:
     assert sum(e["num_requests"] for e in stats) == operations
 
 
-def test_master_and_two_workers(go_server: RunningServer, tmp_path: Path) -> None:
-    mport, metrics_port = free_port(), free_port()
-    master_url = f"http://127.0.0.1:{metrics_port}/metrics"
-    master = subprocess.Popen(
-        locust_cmd("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
-                   "--master-bind-port", str(mport), "--headless", "--host", go_server.target("grpc"),
-                   "-u", "6", "-r", "6", "-t", f"{RUN_S}s", "--json",
-                   "--xfer-metrics-port", str(metrics_port),
-                   "--xfer-metrics-dump", str(tmp_path), "--xfer-check", "failures==0", *COMMON),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    workers = [subprocess.Popen(
-        locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
-                   "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp_path)),
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-        for _ in range(2)]
-    procs = [master, *workers]
-    try:
-        listed = _workers_from_master(master_url, 2, time.monotonic() + 30)
-        assert len(listed) == 2, listed
-        for url in listed.values():  # worker ports: the first free ones after the master's
-            assert int(url.rsplit(":", 1)[1].split("/")[0]) > metrics_port
-            info = parse_prom(fetch(url))
-            assert total(info, "xfer_client_info", role="worker") == 1
-        assert total(parse_prom(fetch(master_url)), "xfer_client_info", role="master") == 1
-        out, err = master.communicate(timeout=RUN_S + 60)
-        for w in workers:
-            w.wait(timeout=30)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert master.returncode == 0, err[-3000:]
-    assert [w.returncode for w in workers] == [0, 0]
-    _check_counts(out, tmp_path, 2)
+@dataclass
+class MasterRun:
+    metrics_port: int
+    listed: dict[str, str]  # worker -> its /metrics URL, as the master listed them during the run
+    worker_info: dict[str, list[Sample]]  # each listed URL's scrape during the run
+    master_info: list[Sample]  # the master's /metrics during the run
+    returncodes: list[int | None]  # master, workers
+    out: str
+    err: str
+    dump: Path  # where each process dumped its metrics at exit
+
+
+def _master_and_two_workers(tmp: Path) -> MasterRun:
+    with running_server("xferd-go") as go_server:
+        mport, metrics_port = free_port(), free_port()
+        master_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        master = subprocess.Popen(
+            locust_cmd("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                       "--master-bind-port", str(mport), "--headless", "--host", go_server.target("grpc"),
+                       "-u", "6", "-r", "6", "-t", f"{MASTER_RUN_S}s", "--json",
+                       "--xfer-metrics-port", str(metrics_port),
+                       "--xfer-metrics-dump", str(tmp), "--xfer-check", "failures==0", *COMMON),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        workers = [subprocess.Popen(
+            locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
+                       "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp)),
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+            for _ in range(2)]
+        procs = [master, *workers]
+        try:
+            listed = _workers_from_master(master_url, 2, time.monotonic() + 30)
+            worker_info, master_info = {}, []
+            if len(listed) == 2:  # else the run has ended: the test says so
+                worker_info = {url: parse_prom(fetch(url)) for url in listed.values()}
+                master_info = parse_prom(fetch(master_url))
+            out, err = master.communicate(timeout=MASTER_RUN_S + 60)
+            for w in workers:
+                w.wait(timeout=30)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    return MasterRun(metrics_port, listed, worker_info, master_info, [p.returncode for p in procs], out, err, tmp)
+
+
+@in_background(_master_and_two_workers)
+def test_master_and_two_workers(runs: Runs, request: pytest.FixtureRequest) -> None:
+    run: MasterRun = runs[request.node]
+    assert len(run.listed) == 2, run.listed
+    for url in run.listed.values():  # worker ports: the first free ones after the master's
+        assert int(url.rsplit(":", 1)[1].split("/")[0]) > run.metrics_port
+        assert total(run.worker_info[url], "xfer_client_info", role="worker") == 1
+    assert total(run.master_info, "xfer_client_info", role="master") == 1
+    assert run.returncodes[0] == 0, run.err[-3000:]
+    assert run.returncodes[1:] == [0, 0]
+    _check_counts(run.out, run.dump, 2)
     # The master's own summary of the run: its workers' whole operations (the calls a user has in flight and
     # one more may land between the worker's last report and Locust's final table).
-    locust_total = sum(e["num_requests"] for e in json.loads(out))
+    locust_total = sum(e["num_requests"] for e in json.loads(run.out))
     slack = (int(option("grpc_inflight").default) + 1) * 6
-    assert abs(summary_counts(err)["operations"] - locust_total) <= slack, (summary_counts(err), locust_total)
+    assert abs(summary_counts(run.err)["operations"] - locust_total) <= slack, (summary_counts(run.err), locust_total)
 
 
-def test_processes_two(go_server: RunningServer, tmp_path: Path) -> None:
-    mport, metrics_port = free_port(), free_port()
-    r = subprocess.run(
-        locust_cmd("--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(mport),
-                   "--master-port", str(mport), "--headless", "--host", go_server.target("grpc"),
-                   "-u", "4", "-r", "4", "-t", f"{RUN_S - 2}s", "--json",
-                   "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp_path), *COMMON),
-        cwd=ROOT, capture_output=True, text=True, timeout=RUN_S + 60, stdin=subprocess.DEVNULL)
+def _processes_two(tmp: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    with running_server("xferd-go") as go_server:
+        mport, metrics_port = free_port(), free_port()
+        return subprocess.run(
+            locust_cmd("--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(mport),
+                       "--master-port", str(mport), "--headless", "--host", go_server.target("grpc"),
+                       "-u", "4", "-r", "4", "-t", f"{PROCESSES_RUN_S}s", "--json",
+                       "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp), *COMMON),
+            cwd=ROOT, capture_output=True, text=True, timeout=PROCESSES_RUN_S + 60, stdin=subprocess.DEVNULL), tmp
+
+
+@in_background(_processes_two)
+def test_processes_two(runs: Runs, request: pytest.FixtureRequest) -> None:
+    r, dump = runs[request.node]
     assert r.returncode == 0, r.stderr[-3000:]
-    assert len(list(tmp_path.glob("master-*.prom"))) == 1
+    assert len(list(dump.glob("master-*.prom"))) == 1
     # --processes children print their own (empty) --json lists too; the master's is the last one.
     master_json = r.stdout[r.stdout.rindex("[\n"):]
-    _check_counts(master_json, tmp_path, 2)
+    _check_counts(master_json, dump, 2)

@@ -1,6 +1,7 @@
 """What a headless run tells its user: Locust's Aggregated row counts whole operations (chunk calls apart,
 in loadgen's summary and metrics), a user count too small for the mix is said, and `python -m loadgen`
-lists every --xfer-* option (Locust's --help cannot: it prints before it imports a locustfile)."""
+lists every --xfer-* option (Locust's --help cannot: it prints before it imports a locustfile). The runs go
+through the session's `runs` (tests/loadgen/harness.py), two at a time, each with its own server."""
 
 from __future__ import annotations
 
@@ -8,34 +9,42 @@ import csv
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import loadgen
 from loadgen._options import option
+from tests.loadgen.harness import Runs, in_background, runs_for
 from tests.loadgen.support import ROOT, parse_prom, run_locust, summary_counts, total
-from tests.support.servers import RunningServer, running_server
+from tests.support.servers import running_server
 
-RUN_S = 3
+RUN_S = 1  # counts, not speeds: a second makes hundreds of transfers (far above the slack below)
 OPERATIONS = ("Upload", "Download", "Echo")
 
 
 @pytest.fixture(scope="module")
-def go_server() -> Iterator[RunningServer]:
-    with running_server("xferd-go", ["--store=mem"]) as s:
-        yield s
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return runs_for(request, tmp_path_factory)
+
+
+def _locust(*args: str) -> subprocess.CompletedProcess[str]:
+    with running_server("xferd-go", ["--store=mem"]) as server:
+        return run_locust(["--headless", "--host", server.target("grpc"), *args], timeout=RUN_S + 60)
 
 
 GRPC_INFLIGHT = int(option("grpc_inflight").default)
 
 
-def test_aggregated_counts_whole_operations(go_server: RunningServer, tmp_path: Path) -> None:
-    r = run_locust(["--headless", "--host", go_server.target("grpc"), "-u", "3", "-r", "3", "-t", f"{RUN_S}s",
-                    "--xfer-sizes", "64KiB", "--xfer-chunk", "16KiB", "--xfer-metrics-port", "0",
-                    "--xfer-metrics-dump", str(tmp_path), "--csv", str(tmp_path / "run"), "--only-summary"],
-                   timeout=RUN_S + 60)
+def _aggregated_run(tmp: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    return _locust("-u", "3", "-r", "3", "-t", f"{RUN_S}s", "--xfer-sizes", "64KiB", "--xfer-chunk", "16KiB",
+                   "--xfer-metrics-port", "0", "--xfer-metrics-dump", str(tmp), "--csv", str(tmp / "run"),
+                   "--only-summary"), tmp
+
+
+@in_background(_aggregated_run)
+def test_aggregated_counts_whole_operations(runs: Runs, request: pytest.FixtureRequest) -> None:
+    r, tmp_path = runs[request.node]
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {row["Name"]: int(row["Request Count"]) for row in csv.DictReader(open(tmp_path / "run_stats.csv"))}
     client = parse_prom(next(tmp_path.glob("local-*.prom")).read_text())
@@ -61,9 +70,10 @@ def test_aggregated_counts_whole_operations(go_server: RunningServer, tmp_path: 
     assert re.search(r"generator CPU \d+\.\d\d cores", r.stderr), r.stderr[-2000:]
 
 
-def test_too_few_users_for_the_mix_is_said(go_server: RunningServer) -> None:
-    r = run_locust(["--headless", "--host", go_server.target("grpc"), "-u", "2", "-r", "2", "-t", "2s",
-                    "--xfer-sizes", "4KiB", "--xfer-metrics-port", "0", "--only-summary"], timeout=60)
+@in_background(lambda tmp: _locust("-u", "2", "-r", "2", "-t", f"{RUN_S}s", "--xfer-sizes", "4KiB",
+                                   "--xfer-metrics-port", "0", "--only-summary"))
+def test_too_few_users_for_the_mix_is_said(runs: Runs, request: pytest.FixtureRequest) -> None:
+    r = runs[request.node]
     assert r.returncode == 0, r.stderr[-3000:]
     m = re.search(r"WARNING: (\w+User) never ran: the user count is too small for every class of --xfer-mix", r.stderr)
     assert m, r.stderr[-3000:]
@@ -72,8 +82,10 @@ def test_too_few_users_for_the_mix_is_said(go_server: RunningServer) -> None:
     assert "raise -u to at least 3" in r.stderr
 
 
-def test_python_m_loadgen_lists_every_option() -> None:
-    r = subprocess.run([sys.executable, "-m", "loadgen"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+@in_background(lambda tmp: subprocess.run([sys.executable, "-m", "loadgen"], cwd=ROOT, capture_output=True, text=True,
+                                          timeout=60))
+def test_python_m_loadgen_lists_every_option(runs: Runs, request: pytest.FixtureRequest) -> None:
+    r = runs[request.node]
     assert r.returncode == 0, r.stderr
     for opt in loadgen.OPTIONS:
         assert f"{opt.flag} (default: {opt.default or 'none'}; env {opt.env_var})" in r.stdout, opt.flag

@@ -1,0 +1,103 @@
+"""How the loadgen suites spend less time on Locust processes: runs two at a time, and refusals in-process.
+
+A real `locust -f loadgen/` takes two to three seconds around its run whatever the run's length (imports
+before its first user, shutdown after its last), much of it waiting rather than computing. The suites' runs
+therefore go through `Runs`: the first `runs` fixture of the session (each module defines one with
+`runs_for`) submits, in test order, the run of every selected test marked `@in_background` in any module,
+and PARALLEL threads carry them out, so the next runs are under way while a test checks its own. Each run
+stands alone: its own server, its own dump folder, nothing shared with another run. A test reads its run
+with `runs[request.node]`; whatever the run raised (a server that did not start, a Locust past its timeout,
+a server that did not stop cleanly) is raised there, in that test.
+
+`refusal` checks an option refusal in-process, the way tests/loadgen/test_cli.py does: Locust's own parser,
+loadgen's options registered, and the start-up checks `_on_init` runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from locust.argument_parser import get_parser
+
+from loadgen._hooks import start_checks
+from loadgen._options import register
+
+PARALLEL = 2  # Locust runs at once: `make test` must fit two cores
+
+Plan = Callable[..., Any]  # (tmp folder, **the test's parameters) -> the run's result
+
+
+def in_background(plan: Plan, shared: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Marks a test whose run `plan(tmp, **its parameters)` the module's `runs` fixture carries out. Tests
+    marked with the same `shared` name read one run, carried out once (`plan(tmp)`)."""
+    def mark(test: Callable[..., Any]) -> Callable[..., Any]:
+        test.locust_plan = plan  # type: ignore[attr-defined]
+        test.locust_shared = shared  # type: ignore[attr-defined]
+        return test
+    return mark
+
+
+class Runs:
+    """The runs of a module's selected tests, carried out PARALLEL at a time in the order submitted."""
+
+    def __init__(self, jobs: dict[str, Callable[[], Any]], key_of: dict[str, str], workers: int = PARALLEL) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="locust-run")
+        self._runs: dict[str, Future[Any]] = {key: self._pool.submit(job) for key, job in jobs.items()}
+        self._key_of = key_of  # test node id -> its run
+
+    def __getitem__(self, item: pytest.Item) -> Any:
+        return self._runs[self._key_of[item.nodeid]].result()
+
+    def close(self) -> None:
+        for run in self._runs.values():
+            run.cancel()  # a run no test reads any more (after -x, say) does not start
+        self._pool.shutdown(wait=True)  # those under way end within their own timeouts
+
+
+_SESSION_RUNS = pytest.StashKey[Runs]()
+
+
+def runs_for(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The body of each module's `runs` fixture: the session's runs, submitted on the first call (those of the
+    selected tests, of every module, that use a fixture of the same name), closed when the session ends."""
+    session = request.session
+    runs = session.stash.get(_SESSION_RUNS, None)
+    if runs is not None:
+        return runs
+    jobs: dict[str, Callable[[], Any]] = {}  # in test order (dicts keep it)
+    key_of: dict[str, str] = {}
+    for item in session.items:
+        test = getattr(item, "function", None)
+        plan = getattr(test, "locust_plan", None)
+        if plan is None or request.fixturename not in getattr(item, "fixturenames", ()):
+            continue
+        shared = getattr(test, "locust_shared", None)
+        key = key_of[item.nodeid] = f"{item.module.__name__}::{shared}" if shared else item.nodeid  # type: ignore[attr-defined]
+        if key not in jobs:
+            params = {} if shared or not hasattr(item, "callspec") else item.callspec.params
+            tmp = tmp_path_factory.mktemp(re.sub(r"[^\w.-]", "_", shared or item.name)[:60], numbered=True)
+            jobs[key] = functools.partial(plan, tmp, **params)
+    runs = session.stash[_SESSION_RUNS] = Runs(jobs, key_of)
+    request.config.add_cleanup(runs.close)
+    return runs
+
+
+def refusal(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What loadgen says when Locust's parser and the start-up checks refuse `args` (after `-f loadgen/`);
+    fails if they accept them. The same path as tests/loadgen/test_cli.py's refusals."""
+    parser = get_parser(default_config_files=[])
+    register(parser)
+    with pytest.raises(SystemExit) as exit_:
+        opts = parser.parse_args(["-f", "loadgen/", *args])
+        try:
+            start_checks(opts, opts.host)
+        except ValueError as e:
+            parser.error(str(e))  # the same exit and form as locust: error: ... (hooks._fail_start)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
