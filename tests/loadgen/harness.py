@@ -89,7 +89,7 @@ def runs_for(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def refusal(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """What loadgen says when Locust's parser and the start-up checks refuse `args` (after `-f loadgen/`);
-    fails if they accept them. The same path as tests/loadgen/test_cli.py's refusals."""
+    fails if they accept them. tests/loadgen/test_cli.py proves the `locust` command takes the same path."""
     parser = get_parser(default_config_files=[])
     register(parser)
     with pytest.raises(SystemExit) as exit_:

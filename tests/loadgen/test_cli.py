@@ -11,6 +11,7 @@ from locust.argument_parser import get_parser
 
 from loadgen._hooks import start_checks
 from loadgen._options import register
+from tests.loadgen.harness import refusal
 from tests.loadgen.support import run_locust
 
 BASE = ["--headless", "-u", "1", "-r", "1", "-t", "1s", "--xfer-metrics-port", "0", "--only-summary"]
@@ -35,20 +36,6 @@ BAD_OPTIONS = [
     (["--xfer-meta-size", "64-8"], "--xfer-meta-size '64-8': want MIN-MAX bytes"),
     (["--xfer-meta-size", "8-300"], "--xfer-meta-size '8-300'"),
 ]
-
-
-def refusal(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """What loadgen says when Locust's parser and the start-up checks refuse `args`; fails if they accept."""
-    parser = get_parser(default_config_files=[])
-    register(parser)
-    with pytest.raises(SystemExit) as exit_:
-        opts = parser.parse_args(["-f", "loadgen/", *args])
-        try:
-            start_checks(opts, opts.host)
-        except ValueError as e:
-            parser.error(str(e))  # the same exit and form as locust: error: ... (hooks._fail_start)
-    assert exit_.value.code == 2
-    return capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_OPTIONS)
