@@ -62,7 +62,7 @@ Schema (every key below is optional unless marked *required*)::
     jitter = "5ms"              # ± uniformly around latency; needs latency, at most latency
     bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1000/s
     [soak]                      # a leak check instead of a ranking (xferbench/soak.py): per run, RSS and live-heap
-    growth_max = 0.05           # growth over the measured window (after warmup_s) above this fraction, or
+    growth_max = 0.05           # growth over the last third of the measured window (>= 30 s) above this fraction, or
     held_slack = 2              # descriptors, threads or goroutines held after the load above their count
                                 # before it by more than this, flag the run "LEAK?"; no verdicts, no ranking;
                                 # duet defaults to false

@@ -2,9 +2,25 @@
 
 Before the load, the idle server's descriptors, threads and goroutines are counted; during it, RSS,
 descriptors and threads are read from /proc every tick (the live heap comes from the server's own metrics);
-over the measured window (after the experiment's warm-up) RSS and live-heap growth are fitted
-(xferbench/growth.py); after Locust has stopped, the counts are taken again once the server has let go of
-its clients. The row gets typed `soak_*` fields and a verdict: "ok", "LEAK?" (with the reasons) or "n/a".
+after Locust has stopped, the counts are taken again once the server has let go of its clients. The row gets
+typed `soak_*` fields and a verdict: "ok", "LEAK?" (with the reasons) or "n/a".
+
+Growth is judged on the end of the run, not on the rise since the warm-up: RSS and live-heap lines
+(xferbench/growth.py) are fitted through the last third of the measured window only (`judged_span`; at least
+MIN_TAIL_S, the whole window when it is shorter), and the verdict holds their growth over that part against
+[soak] growth_max. A leak grows as much per second at the end as at the start, so it still shows there; a pool,
+a cache, a store or the Go heap's scavenger still settling after the warm-up has stopped by the end, so its
+rise before does not count. The rise since the warm-up mixed the two: a server still filling towards its
+plateau after the warm-up was flagged although it had stopped growing. The row's soak_from_s and soak_window_s
+are that last part and soak_rss_growth / soak_heap_growth the fitted growth over it, so the report's
+"RSS +x.x% (a s → b s)" reads literally.
+
+How much a flat server's figure wanders sets what growth_max can mean. xferd-go (pool on) at the soak's load
+on a shared 2-core machine, two 30-minute runs with no trend in their minutes' medians: the fitted growth over
+any 160-600 s part had a standard deviation of 2.5-4.4% (RSS) and 1.7-5.4% (live heap), single parts reaching
++12% and +17% (the live heap moves in whole pooled 1.25 MiB buffers, about 5% of it each; RSS with what the Go
+scavenger has returned). A run over the goal is a reason to read its timeseries/*.soak.csv and take heap
+profiles, not yet a proven leak; experiments/soak-30m.toml judges 560 s instead of the 10-minute soak's 160 s.
 """
 
 from __future__ import annotations
@@ -27,6 +43,15 @@ HEAP_METRICS = ("go_gc_heap_live_bytes", "go_memstats_heap_alloc_bytes", "xfer_a
 SETTLE_TIMEOUT_S = 10.0  # after the load: how long the server gets to close its clients' connections
 SETTLE_EVERY_S = 0.25
 SERIES_COLUMNS = ("t", "rss_bytes", "heap_bytes", "open_fds", "threads", "goroutines")
+TAIL_FRACTION = 1 / 3  # the verdict's lines go through the last third of the measured window...
+MIN_TAIL_S = 30.0  # ...but through at least this many seconds (a tick a second), or the whole window if shorter
+
+
+def judged_span(t_from: float, t_to: float) -> float:
+    """Where the verdict's part of the measured window [t_from, t_to] starts: its last third, at least
+    MIN_TAIL_S long, never before t_from."""
+    length = t_to - t_from
+    return t_to - min(length, max(length * TAIL_FRACTION, MIN_TAIL_S))
 
 
 @dataclass(frozen=True)
@@ -76,15 +101,17 @@ class Watch:
         self.ticks.append((time.time(), procfs.rss_bytes(st), procfs.open_fds(self.pid), procfs.threads(st)))
 
     def window(self, server: list[Snapshot], t0: float, t_from: float, t_to: float) -> dict[str, Any]:
-        """Growth fields over the measured window [t_from, t_to] (wall-clock; t0: the load's start)."""
+        """Growth fields of the measured window [t_from, t_to] (wall-clock; t0: the load's start): the fitted
+        growth over its last part (judged_span), which the verdict judges."""
         rss = [(t, float(v)) for t, v, _, _ in self.ticks if v is not None]
         metric, heap = heap_series(server)
+        t_judged = judged_span(t_from, t_to)
         return {
-            "soak_from_s": round(t_from - t0, 3),
-            "soak_window_s": round(t_to - t_from, 3),
-            "soak_rss_growth": growth.growth([t for t, _ in rss], [v for _, v in rss], t_from, t_to),
+            "soak_from_s": round(t_judged - t0, 3),
+            "soak_window_s": round(t_to - t_judged, 3),
+            "soak_rss_growth": growth.growth([t for t, _ in rss], [v for _, v in rss], t_judged, t_to),
             "soak_heap_metric": metric,
-            "soak_heap_growth": growth.growth([t for t, _ in heap], [v for _, v in heap], t_from, t_to)
+            "soak_heap_growth": growth.growth([t for t, _ in heap], [v for _, v in heap], t_judged, t_to)
             if heap
             else None,
         }
@@ -130,11 +157,14 @@ def heap_series(server: list[Snapshot]) -> tuple[str | None, list[tuple[float, f
 
 
 def verdict(row: RunRow, goal: Soak) -> tuple[str, list[str]]:
-    """"ok", "LEAK?" with what is over the goal, or "n/a" when no growth figure could be computed."""
+    """"ok", "LEAK?" with what is over the goal, or "n/a" when no growth figure could be computed. The growth
+    figures are those of the judged part, the end of the run (soak_from_s, soak_window_s): see the module's
+    docstring."""
     flags = []
+    part = f" in the last {row.soak_window_s:.0f} s" if row.soak_window_s is not None else ""
     for g, what in ((row.soak_rss_growth, "RSS"), (row.soak_heap_growth, "live heap")):
         if g is not None and g > goal.growth_max:
-            flags.append(f"{what} grew {g * 100:+.1f}% (goal <= {goal.growth_max * 100:g}%)")
+            flags.append(f"{what} grew {g * 100:+.1f}%{part} (goal <= {goal.growth_max * 100:g}%)")
     held = [("fds", row.soak_fds_start, row.soak_fds_end)]
     if row.soak_goroutines_start is not None:
         held.append(("goroutines", row.soak_goroutines_start, row.soak_goroutines_end))

@@ -1,18 +1,24 @@
-"""The soak's verdict and report line (xferbench/soak.py, xferbench/report/soak.py) on hand-made rows,
-and the [soak] table of an experiment file."""
+"""The soak's verdict and report line (xferbench/soak.py, xferbench/report/soak.py) on hand-made rows and on
+synthetic series run through Watch.window (the verdict is taken on the line fitted through the last third of
+the measured window: what settles after the warm-up and then stays flat is ok, what still grows at the end is
+flagged), and the [soak] table of an experiment file."""
 
 from __future__ import annotations
 
+import math
+import random
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from xferbench import experiment as xe
-from xferbench import soak
+from xferbench import growth, soak
 from xferbench.report import soak as report_soak
 from xferbench.report import summary, tables
 from xferbench.row import RunRow
+from xferbench.scrape import Snapshot
 
 GOAL = xe.Soak(growth_max=0.05, held_slack=2)
 GO: dict[str, Any] = {
@@ -122,3 +128,95 @@ def test_soak_table_parses_and_turns_duets_off() -> None:
 def test_soak_table_refuses_bad_values(table: str, needle: str) -> None:
     with pytest.raises(xe.ExperimentError, match=needle):
         parse(f"[soak]\n{table}\n" + BASE)
+
+
+# --- the verdict on the end of the run -------------------------------------------------------------------
+MIB = float(1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("t_from", "t_to", "start"),
+    [
+        (120.0, 1800.0, 1240.0),  # the 30-minute soak: its last 560 s
+        (120.0, 600.0, 440.0),  # the 10-minute soak: its last 160 s
+        (60.0, 300.0, 220.0),  # 5 minutes: the last 80 s
+        (0.0, 60.0, 30.0),  # a third would be 20 s: at least MIN_TAIL_S
+        (8.0, 28.0, 8.0),  # shorter than MIN_TAIL_S: the whole window
+    ],
+)
+def test_the_judged_part_is_the_last_third_of_the_window(t_from: float, t_to: float, start: float) -> None:
+    assert soak.judged_span(t_from, t_to) == pytest.approx(start)
+
+
+def judge(
+    rss: Callable[[float], float], heap: Callable[[float], float] | None = None, warmup: float = 120.0,
+    end: float = 1800.0,
+) -> tuple[RunRow, dict[str, Any]]:
+    """A soak of `end` seconds sampled once a second (RSS from the ticks, the live heap from the server's
+    scrapes), measured from `warmup` to `end` as the runner measures it: the row, and Watch.window's fields."""
+    w = soak.Watch(pid=0, metrics_url="", goal=GOAL)
+    w.ticks = [(float(t), int(rss(float(t))), 10, 6) for t in range(int(end) + 1)]
+    server = [Snapshot(float(t), {("go_gc_heap_live_bytes", ()): heap(float(t))}) for t in range(int(end) + 1)] \
+        if heap is not None else []
+    fields = w.window(server, 0.0, warmup, end)
+    return row("a", "xferd-go", **{**GO, **fields, "duration_s": end - warmup}), fields
+
+
+def since_warmup(f: Callable[[float], float], warmup: float = 120.0, end: float = 1800.0) -> float:
+    """What the verdict used to judge: the fitted growth from the end of the warm-up to the end."""
+    ts = [float(t) for t in range(int(end) + 1)]
+    g = growth.growth(ts, [f(t) for t in ts], warmup, end)
+    assert g is not None
+    return g
+
+
+def settles(base: float, rise: float, tau: float, wobble: float = 0.0) -> Callable[[float], float]:
+    """Fills towards base + rise (time constant tau), with a scavenger-like wobble of ±wobble every 37 s:
+    a pool, a store or a heap settling after the warm-up, then flat."""
+    return lambda t: base + rise * (1 - math.exp(-t / tau)) + wobble * math.sin(2 * math.pi * t / 37)
+
+
+def test_a_plateau_after_the_warm_up_is_ok_where_the_rise_since_the_warm_up_was_not() -> None:
+    rss, heap = settles(60 * MIB, 15 * MIB, 300.0, wobble=5 * MIB), settles(20 * MIB, 6 * MIB, 300.0, 2 * MIB)
+    assert since_warmup(rss) > 0.09 and since_warmup(heap) > 0.09  # +9.5%, +9.8%: the old verdict said LEAK?
+    r, fields = judge(rss, heap)
+    assert (fields["soak_from_s"], fields["soak_window_s"]) == (1240.0, 560.0)
+    assert abs(fields["soak_rss_growth"]) < 0.01 and abs(fields["soak_heap_growth"]) < 0.01
+    assert soak.verdict(r, GOAL) == (soak.OK, [])
+    assert report_soak.text(r).startswith("RSS +0.") and "(1240 s → 1800 s)" in report_soak.text(r)
+
+
+def test_a_leak_still_growing_at_the_end_is_flagged() -> None:
+    # +30 MiB over the 28 minutes measured on 60 MiB (+50% since the warm-up), at the same rate at the end:
+    # +10 MiB over the last 560 s on 80 MiB.
+    leak = 30 * MIB / 1680
+    r, fields = judge(lambda t: 60 * MIB + leak * (t - 120), lambda t: 20 * MIB)
+    assert fields["soak_rss_growth"] == pytest.approx(10 / 80, rel=1e-6) and fields["soak_heap_growth"] == 0.0
+    assert soak.verdict(r, GOAL) == (soak.LEAK, ["RSS grew +12.5% in the last 560 s (goal <= 5%)"])
+
+
+def test_a_live_heap_leak_under_a_flat_rss_is_flagged() -> None:
+    # The heap grows into memory the runtime already holds: RSS does not move, the live heap does.
+    r, _ = judge(lambda t: 80 * MIB, lambda t: 20 * MIB + (t - 120) * 8 * MIB / 1680)
+    verdict, flags = soak.verdict(r, GOAL)
+    assert verdict == soak.LEAK and len(flags) == 1 and flags[0].startswith("live heap grew +"), flags
+
+
+def test_growth_still_going_on_at_the_end_of_a_short_soak_is_flagged() -> None:
+    # A 10-minute soak whose server has not settled by minute 7: its last third still climbs (+6%).
+    r, fields = judge(settles(60 * MIB, 60 * MIB, 600.0), end=600.0)
+    assert (fields["soak_from_s"], fields["soak_window_s"]) == (440.0, 160.0)
+    verdict, flags = soak.verdict(r, GOAL)
+    assert verdict == soak.LEAK and flags[0].startswith("RSS grew +") and "in the last 160 s" in flags[0], flags
+
+
+def test_a_window_shorter_than_the_minimum_part_is_judged_whole() -> None:
+    r, fields = judge(lambda t: 50 * MIB * (1 + (t - 8) / 20), warmup=8.0, end=28.0)  # +100% in 20 s
+    assert (fields["soak_from_s"], fields["soak_window_s"]) == (8.0, 20.0)
+    assert soak.verdict(r, GOAL) == (soak.LEAK, ["RSS grew +100.0% in the last 20 s (goal <= 5%)"])
+
+
+def test_a_flat_series_with_noise_is_ok() -> None:
+    rnd = random.Random(3)
+    r, _ = judge(lambda t: 70 * MIB * (1 + rnd.uniform(-0.05, 0.05)), lambda t: 26 * MIB * (1 + rnd.uniform(-0.1, 0.1)))
+    assert soak.verdict(r, GOAL) == (soak.OK, [])

@@ -30,8 +30,8 @@ def is_soak(s: Summary) -> bool:
 def goal_text(s: Summary) -> str:
     g = s.meta.get("soak") or {}
     return (
-        f"{NO_RANKING}: RSS and live heap grow at most {g.get('growth_max', 0.05) * 100:g}% from the end of the "
-        f"warm-up ({s.meta.get('warmup_s', '?')} s) to the end of the load (Theil-Sen line, docs/DESIGN.md), and "
+        f"{NO_RANKING}: RSS and live heap grow at most {g.get('growth_max', 0.05) * 100:g}% over the last third of "
+        f"the measured window, at least 30 s of it (Theil-Sen line, docs/DESIGN.md), and "
         f"descriptors and goroutines (xferd-go) or threads (xferd-c) return to their idle count "
         f"± {g.get('held_slack', 2)} after it; \"LEAK?\" marks a run over the goal"
     )
