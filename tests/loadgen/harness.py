@@ -9,8 +9,7 @@ stands alone: its own server, its own dump folder, nothing shared with another r
 with `runs[request.node]`; whatever the run raised (a server that did not start, a Locust past its timeout,
 a server that did not stop cleanly) is raised there, in that test.
 
-`refusal` checks an option refusal in-process, the way tests/loadgen/test_cli.py does: Locust's own parser,
-loadgen's options registered, and the start-up checks `_on_init` runs.
+Refusals that need no run are checked in-process instead (tests/loadgen/inprocess.py).
 """
 
 from __future__ import annotations
@@ -22,10 +21,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from locust.argument_parser import get_parser
-
-from loadgen._hooks import start_checks
-from loadgen._options import register
 
 PARALLEL = 2  # Locust runs at once: `make test` must fit two cores
 
@@ -85,19 +80,3 @@ def runs_for(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     runs = session.stash[_SESSION_RUNS] = Runs(jobs, key_of)
     request.config.add_cleanup(runs.close)
     return runs
-
-
-def refusal(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """What loadgen says when Locust's parser and the start-up checks refuse `args` (after `-f loadgen/`);
-    fails if they accept them. tests/loadgen/test_cli.py proves the `locust` command takes the same path."""
-    parser = get_parser(default_config_files=[])
-    register(parser)
-    with pytest.raises(SystemExit) as exit_:
-        opts = parser.parse_args(["-f", "loadgen/", *args])
-        try:
-            start_checks(opts, opts.host)
-        except ValueError as e:
-            parser.error(str(e))  # the same exit and form as locust: error: ... (hooks._fail_start)
-    assert exit_.value.code == 2
-    return capsys.readouterr().err
-

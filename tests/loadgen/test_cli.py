@@ -7,11 +7,8 @@ run the real `locust` command, to prove the same parser and checks are the ones 
 from __future__ import annotations
 
 import pytest
-from locust.argument_parser import get_parser
 
-from loadgen._hooks import start_checks
-from loadgen._options import register
-from tests.loadgen.harness import refusal
+from tests.loadgen.inprocess import accepted, refusal
 from tests.loadgen.support import run_locust
 
 BASE = ["--headless", "-u", "1", "-r", "1", "-t", "1s", "--xfer-metrics-port", "0", "--only-summary"]
@@ -59,12 +56,9 @@ def test_missing_host_and_run_time_are_rejected(capsys: pytest.CaptureFixture[st
     assert "--xfer-profile ramp needs -t/--run-time" in refusal([*no_t, *HOST, "--xfer-profile", "ramp"], capsys)
 
 
-def test_good_options_pass_the_checks(capsys: pytest.CaptureFixture[str]) -> None:
+def test_good_options_pass_the_checks() -> None:
     """The in-process path accepts what a real run accepts: the refusals above come from the options."""
-    parser = get_parser(default_config_files=[])
-    register(parser)
-    opts = parser.parse_args(["-f", "loadgen/", *BASE, *HOST, "--xfer-sizes", "64KiB,1MiB"])
-    cfg, transport = start_checks(opts, opts.host)
+    cfg, transport = accepted([*BASE, *HOST, "--xfer-sizes", "64KiB,1MiB"])
     assert transport == "grpc" and cfg.profile == "steady"
 
 
@@ -79,3 +73,11 @@ def test_the_locust_command_refuses_the_same_way(args: list[str], message: str) 
     assert r.returncode == 2, r.stderr[-2000:]
     assert message in r.stderr, r.stderr[-2000:]
     assert "xfer-metrics role=" not in r.stderr  # stopped before any Locust process started
+
+
+def test_checking_in_process_leaves_this_process_unpatched() -> None:
+    """Locust's import would patch the pytest process with gevent (tests/loadgen/inprocess.py says why not)."""
+    from gevent import monkey
+
+    assert accepted([*BASE, *HOST])[1] == "grpc"
+    assert not any(monkey.is_module_patched(m) for m in ("socket", "threading", "ssl", "subprocess"))

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from locust.argument_parser import get_parser
 
-from loadgen._hooks import start_checks
-from loadgen._options import register
-from tests.loadgen.harness import Runs, in_background, refusal, runs_for
+from tests.loadgen.harness import Runs, in_background, runs_for
+from tests.loadgen.inprocess import accepted, refusal
 from tests.loadgen.support import (
     Sample,
     fetch,
@@ -160,10 +158,7 @@ def test_call_on_the_gevent_engine_is_refused(capsys: pytest.CaptureFixture[str]
     err = refusal([*REFUSAL_BASE, "--host", "grpc://127.0.0.1:1", *GEVENT_CALL], capsys)
     assert GEVENT_CALL_REFUSED in err, err
     # Only gRPC's blocking channels miss the READY of a short-lived channel: frame takes call with either.
-    parser = get_parser(default_config_files=[])
-    register(parser)
-    opts = parser.parse_args(["-f", "loadgen/", *REFUSAL_BASE, "--host", "frame://127.0.0.1:1", *GEVENT_CALL])
-    cfg, transport = start_checks(opts, opts.host)
+    cfg, transport = accepted([*REFUSAL_BASE, "--host", "frame://127.0.0.1:1", *GEVENT_CALL])
     assert transport == "frame" and str(cfg.connections) == "call" and cfg.grpc_engine == "gevent"
 
 
