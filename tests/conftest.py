@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.servers import RunningServer, running_server, selected_servers
+
+
+# A shell that starts the suite in the background (`make test &` in a script) hands it SIGINT ignored, and every
+# process it starts inherits that: the Ctrl-C tests send SIGINT to `xferbench run`, which must feel it. A
+# handler (not SIG_IGN) is reset to the default in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module", params=selected_servers())

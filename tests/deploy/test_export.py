@@ -1,9 +1,13 @@
 """`xferbench export`: a real run's recorded series, backfilled by promtool into a real Prometheus (Debian's),
 answer every recording rule and every dashboard query over the run's own time range.
 
-One module-scoped run of tests/deploy/data/export-run.toml (both servers, real Locust), exported with
-`--tsdb`, which backfills the samples and then the recording rules; a Prometheus then serves that TSDB and
-each query is asked as Grafana's panel would over the run's range (query_range, template variables at All).
+One module-scoped run of tests/deploy/data/export-run.toml (both servers, real Locust; `--quick`: 1 s of
+warm-up and 3 s measured per cell, a few samples of every series, which is all the 1m rule windows need),
+exported with `--tsdb`, which backfills the samples and then the recording rules; a Prometheus then serves that
+TSDB and each query is asked as Grafana's panel would over the run's range (query_range, template variables at
+All). The export itself and the bad-input refusals go through `cli.main` in this process (promtool and the
+Prometheus it backfills with are real processes all the same); one refusal runs as a process, for the command's
+own exit status and message.
 """
 
 from __future__ import annotations
@@ -28,11 +32,10 @@ from tests.deploy.promcheck import (
     rule_exprs,
     substitute,
 )
-from xferbench import export, process, stack
+from xferbench import cli, export, process, stack
 
 EXPERIMENT = Path(__file__).parent / "data" / "export-run.toml"
 RUN_TIMEOUT_S = 300
-EXPORT_TIMEOUT_S = 400
 pytestmark = pytest.mark.timeout(900)  # the first test waits for the run and the backfill
 RULES = rule_exprs()
 QUERIES = [q for path in DASHBOARDS for q in panel_queries(path)]
@@ -58,11 +61,10 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
     run_dir = work / "run"
     for b in (ROOT / "build" / "bin" / "xferd-go", ROOT / "build" / "bin" / "xferd-c"):
         assert b.exists(), f"{b} is not built: run `make build` (this test does not skip)"
-    r = xferbench("run", str(EXPERIMENT), "--out", str(run_dir), timeout=RUN_TIMEOUT_S)
+    r = xferbench("run", str(EXPERIMENT), "--out", str(run_dir), "--quick", timeout=RUN_TIMEOUT_S)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     om, tsdb = work / "run.om", work / "tsdb"
-    r = xferbench("export", str(run_dir), "-o", str(om), "--tsdb", str(tsdb), timeout=EXPORT_TIMEOUT_S)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert cli.main(["export", str(run_dir), "-o", str(om), "--tsdb", str(tsdb)]) == 0  # its output: the captured stderr
     times = [float(line.rsplit(" ", 1)[1]) for line in om.read_text().splitlines() if not line.startswith("#")]
     config = work / "prometheus.yml"
     config.write_text("global: {}\n")
@@ -114,16 +116,18 @@ def test_panel_query_over_the_run(backfilled: Backfilled, query: PanelQuery) -> 
 # ------------------------------------------------------------------------------------------------ bad input
 
 
-def test_not_a_run_dir(tmp_path: Path) -> None:
-    r = xferbench("export", str(tmp_path), timeout=60)
+def test_not_a_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = xferbench("export", str(tmp_path), timeout=60)  # the command's own exit status and message
     assert r.returncode == 2 and "not a run directory" in r.stderr and "runs.jsonl" in r.stderr, r.stderr
-    r = xferbench("export", str(tmp_path / "nope"), timeout=60)
-    assert r.returncode == 2 and "is not a directory" in r.stderr, r.stderr
+    assert cli.main(["export", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a directory" in err, err
 
 
-def test_empty_run(tmp_path: Path) -> None:
+def test_empty_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "runs.jsonl").write_text(
         json.dumps({"cell": "c", "server": "xferd-go", "repeat": 1, "timeseries": None, "status": "failed"}) + "\n")
-    r = xferbench("export", str(tmp_path), timeout=60)
-    assert r.returncode == 2 and "empty run" in r.stderr, r.stderr
+    assert cli.main(["export", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "empty run" in err, err
     assert not (tmp_path / "openmetrics.txt").exists() and not (tmp_path / "openmetrics.txt.tmp").exists()

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.deploy.promcheck import DASHBOARDS, DEPLOY, ROOT, load_dashboard, panels, variables
-from xferbench import stack, targets
+from xferbench import cli, stack, targets
 from xferbench.process import free_port
 
 PROM_DIR = DEPLOY / "prometheus"
@@ -83,27 +83,28 @@ def test_write_targets_is_file_sd_json(tmp_path: Path) -> None:
         targets.write_targets(tmp_path, "cell1", [], {})
 
 
-def test_stack_up_status_down(tmp_path: Path) -> None:
-    """The CLI round trip: up returns once ready, file discovery picks up a dropped target, down stops it."""
+def test_stack_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI round trip: up returns once ready, file discovery picks up a dropped target, down stops it.
+    Through `cli.main` in this process (Prometheus is a real child process all the same); the command as a
+    process, `python -m xferbench stack up|status|down`, is tests/runner/test_stack.py's."""
     listen = f"127.0.0.1:{free_port()}"
-    cli = [sys.executable, "-m", "xferbench", "stack"]
     d = ["--dir", str(tmp_path)]
     try:
-        up = subprocess.run([*cli, "up", *d, "--listen", listen, "--scrape-interval", "1s",
-                             "--target", "xferd-c=", "--target", "locust-master="],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
-        assert up.returncode == 0, up.stdout + up.stderr
+        assert cli.main(["stack", "up", *d, "--listen", listen, "--scrape-interval", "1s",
+                         "--target", "xferd-c=", "--target", "locust-master="]) == 0, capsys.readouterr()
         with urllib.request.urlopen(f"http://{listen}/-/ready", timeout=5) as r:
             assert r.status == 200
         targets.write_targets(tmp_path / "targets", "xferd-extra", [listen], {"server": "extra"})
         from tests.deploy.promcheck import PromAPI
         found = PromAPI(f"http://{listen}").wait_for('up{server="extra"}', 20.0)
         assert found, "a target file dropped in targets/ was not discovered"
-        st = subprocess.run([*cli, "status", *d], capture_output=True, text=True, timeout=30, cwd=ROOT)
-        assert st.returncode == 0 and listen in st.stdout, st.stdout + st.stderr
+        capsys.readouterr()
+        assert cli.main(["stack", "status", *d]) == 0
+        st = capsys.readouterr().out
+        assert listen in st, st
     finally:
-        down = subprocess.run([*cli, "down", *d], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert down.returncode == 0, down.stdout + down.stderr
+        down = cli.main(["stack", "down", *d])
+    assert down == 0, capsys.readouterr()
     assert not (tmp_path / "prometheus.pid").exists()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://{listen}/-/ready", timeout=2)

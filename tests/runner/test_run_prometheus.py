@@ -1,18 +1,21 @@
 """`xferbench run --prometheus` with a real Prometheus: it scrapes the run's server and its Locust while they
 live (the dashboards' client panels need the `locust` job), the run's figures and time series come back
 through PromQL, and every target file is gone afterwards. Without a place to register targets (no local
-stack, no --prometheus-sd) the run is refused before any server starts."""
+stack, no --prometheus-sd) the run is refused before any server starts (checked through `cli.main` in this
+process; tests/runner/test_run_exit_codes.py runs a --prometheus refusal as a process)."""
 
 from __future__ import annotations
 
 import json
-import os
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.runner.conftest import experiment_file, one_round, xferbench_run
+from xferbench import cli
 from xferbench.stack import LOCAL_SERVICES, running_prometheus
 
 EXPERIMENT = one_round("promrun") + """
@@ -34,16 +37,19 @@ def query(url: str, promql: str) -> list[dict[str, Any]]:
     return result
 
 
-def test_prometheus_scrapes_the_server_and_locust_of_a_run(tmp_path: Path) -> None:
+def test_prometheus_scrapes_the_server_and_locust_of_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "exp.toml"
     exp = experiment_file(path, EXPERIMENT)
     cell = exp.cells[0].name
     with running_prometheus(tmp_path / "prom", services={s: [] for s in LOCAL_SERVICES},
                             scrape_interval="1s") as prom:
-        env = {**os.environ, "XFERBENCH_STACK_DIR": str(tmp_path / "no-stack")}
-        refused = xferbench_run(str(path), "--out", str(tmp_path / "refused"), "--prometheus", prom.url, env=env)
-        assert refused.returncode == 2, refused.stdout + refused.stderr
-        assert "no local stack is up" in refused.stderr and "--prometheus-sd" in refused.stderr
+        with monkeypatch.context() as m:
+            m.setenv("XFERBENCH_STACK_DIR", str(tmp_path / "no-stack"))
+            assert cli.main(["run", str(path), "--out", str(tmp_path / "refused"), "--prometheus", prom.url,
+                             "--quick"]) == 2
+        refused = capsys.readouterr().err
+        assert "no local stack is up" in refused and "--prometheus-sd" in refused, refused
         assert not (tmp_path / "refused").exists()
 
         targets = tmp_path / "prom" / "targets"

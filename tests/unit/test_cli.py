@@ -1,4 +1,7 @@
-"""`python -m py_client`: argument errors, JSON lines and exit codes, against a real xferd-go."""
+"""`python -m py_client`: argument errors, JSON lines and exit codes, against a real xferd-go.
+
+Argument errors go through the command's own parser in this process (`py_client.cli.main`: argparse exits with
+status 2); one of them runs as a process too, for the exit status and the message the shell sees."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from py_client import cli as py_cli
 from py_client import connect, meta
 from py_client.content import crc32, gen_bytes, gen_crc32
 from tests.support.servers import RunningServer, running_server
@@ -60,16 +64,31 @@ def xferd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
      "size '0' = 0 bytes is below the minimum, 1"),
     (("frobnicate",), "invalid choice"),
 ])
-def test_bad_arguments(args: tuple[str, ...], needle: str) -> None:
-    out = cli(*args)
+def test_bad_arguments(args: tuple[str, ...], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out, err = refused(capsys, *args)
+    assert out == ""
+    assert needle in err and "usage:" in err
+
+
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, str]:
+    """`main(args)` in this process, which must exit 2 (argparse's error); its stdout and stderr."""
+    with pytest.raises(SystemExit) as e:
+        py_cli.main(list(args))
+    assert e.value.code == 2, e.value
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_bad_arguments_as_a_process() -> None:
+    out = cli("echo", "--target", "http://127.0.0.1:1", "--size", "1")
     assert out.returncode == 2, out
     assert out.stdout == ""
-    assert needle in out.stderr and "usage:" in out.stderr
+    assert "unknown scheme 'http'" in out.stderr and "usage:" in out.stderr
 
 
-def test_out_is_a_directory(tmp_path: Path) -> None:
-    out = cli("download", "--target", "frame://127.0.0.1:1", "--name", "x", "--out", str(tmp_path))
-    assert out.returncode == 2 and "is a directory" in out.stderr
+def test_out_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, err = refused(capsys, "download", "--target", "frame://127.0.0.1:1", "--name", "x", "--out", str(tmp_path))
+    assert "is a directory" in err
 
 
 # ---- round trips against xferd-go -------------------------------------------------------------------
@@ -196,6 +215,6 @@ def test_meta_refusal_is_the_servers_error(xferd: RunningServer) -> None:
     assert "invalid_argument: 1025 entries exceed limit 1024" in out.stdout + out.stderr
 
 
-def test_meta_bad_entry_size_is_an_argument_error() -> None:
-    out = cli("meta", "--target", "frame://127.0.0.1:1", "--entry-size", "9-3")
-    assert out.returncode == 2 and "want 0 <= MIN <= MAX <= 4096" in out.stderr
+def test_meta_bad_entry_size_is_an_argument_error(capsys: pytest.CaptureFixture[str]) -> None:
+    _, err = refused(capsys, "meta", "--target", "frame://127.0.0.1:1", "--entry-size", "9-3")
+    assert "want 0 <= MIN <= MAX <= 4096" in err
