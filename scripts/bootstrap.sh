@@ -118,7 +118,10 @@ setup_python() {
 # cgroup v1) and builds a base image with debootstrap. Optional: where it cannot be had, one line says why
 # and the rest goes on. The engine and base image themselves are prepared by `make containers` (in `make
 # test`), not here: debootstrap is slow and `make run` must not wait for it.
-CONTAINER_APT_PACKAGES=(podman runc debootstrap)
+# dnsname: containers on one compose network find each other by service name (the Locust workers reach
+# `locust-master`) only through this CNI plugin; without it Podman 4.3 resolves no names and the stack's workers
+# never connect.
+CONTAINER_APT_PACKAGES=(podman runc debootstrap golang-github-containernetworking-plugin-dnsname)
 # docker-compose 1.29 speaks the Docker API, so it drives any engine (a Docker daemon or the Podman service
 # above); the compose-stack tests need it whichever engine there is.
 COMPOSE_APT_PACKAGES=(docker-compose)
