@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,8 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xferbench" / "fresh-check"
 LOG = ROOT / "build" / "fresh-check.log"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-GO_ROOT = Path(os.environ.get("GOROOT") or subprocess.run(
-    ["go", "env", "GOROOT"], capture_output=True, text=True, check=False).stdout.strip() or "/usr/local/go")
 TIMEOUT_S = 40 * 60
 # Inside the container, as a newcomer types it. Each step is timed; `set -e` stops at the first failure.
 SCRIPT = r"""
@@ -84,11 +83,19 @@ def environment() -> dict[str, str]:
     }
 
 
-def volumes() -> dict[str, dict[str, str]]:
+def go_root() -> Path | None:
+    """The host's Go toolchain (GOROOT, else the one `go` on the PATH belongs to), or None."""
+    if os.environ.get("GOROOT"):
+        return Path(os.environ["GOROOT"])
+    go = shutil.which("go")
+    return Path(go).resolve().parents[1] if go else None
+
+
+def volumes(goroot: Path) -> dict[str, dict[str, str]]:
     caches = {"apt-archives": "/var/cache/apt/archives", "pip": "/root/.cache/pip", "go-mod": "/root/go/pkg/mod",
               "go-build": "/root/.cache/go-build"}
     (CACHE / "apt-archives" / "partial").mkdir(parents=True, exist_ok=True)
-    mounts = {str(GO_ROOT): {"bind": "/usr/local/go", "mode": "ro"},
+    mounts = {str(goroot): {"bind": "/usr/local/go", "mode": "ro"},
               str(HOST_CA.resolve()): {"bind": "/etc/xferbench-host-ca.crt", "mode": "ro"}}
     for name, inside in caches.items():
         (CACHE / name).mkdir(parents=True, exist_ok=True)
@@ -96,11 +103,11 @@ def volumes() -> dict[str, dict[str, str]]:
     return mounts
 
 
-def run(client: docker.DockerClient, image: str, timeout_s: float) -> int:
+def run(client: docker.DockerClient, image: str, goroot: Path, timeout_s: float) -> int:
     # Debian's docker-clean apt hook would delete the cached .debs after every install: off in here.
     script = "rm -f /etc/apt/apt.conf.d/docker-clean\n" + SCRIPT
     container = client.containers.create(
-        image, ["bash", "-c", script], network_mode="host", environment=environment(), volumes=volumes(),
+        image, ["bash", "-c", script], network_mode="host", environment=environment(), volumes=volumes(goroot),
         ulimits=base.ulimits(), labels={LABEL: "fresh-check"}, working_dir="/",
     )
     try:
@@ -127,15 +134,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds before the check is stopped")
     args = ap.parse_args()
-    if not (GO_ROOT / "bin" / "go").exists():
-        print(f"fresh-check: no Go toolchain at {GO_ROOT} to lend the container", file=sys.stderr)
+    goroot = go_root()
+    if goroot is None or not (goroot / "bin" / "go").exists():
+        print(f"fresh-check: no Go toolchain to lend the container (GOROOT {goroot}; `go` on the PATH: "
+              f"{shutil.which('go')})", file=sys.stderr)
         return 2
     LOG.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         client = engine.ensure()
         image = base.ensure_base(client)
-        code = run(client, image, args.timeout)
+        code = run(client, image, goroot, args.timeout)
     except (engine.EngineError, docker.errors.DockerException) as e:
         print(f"fresh-check: cannot run: {e}", file=sys.stderr)
         return 2
