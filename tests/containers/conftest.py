@@ -9,7 +9,10 @@ summary line still says why. Nothing is skipped silently."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -17,6 +20,7 @@ import pytest
 from xferbench.containers import LABEL, engine
 from xferbench.containers import images as server_images
 from xferbench.containers.engine import EngineError
+from xferbench.experiment import ROOT
 
 _why_not: list[str] = []
 
@@ -50,3 +54,19 @@ def runner_containers(client: docker.DockerClient, runner_pid: int | None = None
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for why in _why_not:
         terminalreporter.write_line(f"container tests: no engine: {why}", red=True)
+
+
+def long_cell(path: Path, image: str, name: str, sizes: str, limits: str = "") -> Path:
+    """An experiment of one xferd-go container cell that lasts a minute (the tests stop or kill it before)."""
+    path.write_text(
+        f'[experiment]\nname = "{name}"\nrepeats = 1\nwarmup_s = 1\nduet = false\nbackend = "docker"\n'
+        f'[load]\ntransport = "grpc"\nrate = "10"\nusers = 2\nduration_s = 60\nsizes = "{sizes}"\n'
+        f'[[servers]]\nserver = "xferd-go"\nimage = "{image}"\n{limits}'
+    )
+    return path
+
+
+def start_run(exp: Path, run_dir: Path, *args: str) -> subprocess.Popen[str]:
+    """`xferbench run EXP --out RUN_DIR ARGS` as a process of its own, its stderr kept for the failure message."""
+    return subprocess.Popen([sys.executable, "-m", "xferbench", "run", str(exp), "--out", str(run_dir), *args],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -4,36 +4,24 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import docker
 import pytest
 
-from tests.containers.conftest import runner_containers
-from xferbench.experiment import ROOT
+from tests.containers.conftest import long_cell, runner_containers, start_run
 
 DEADLINE_S = 90.0
-
-
-def _experiment(path: Path, image: str) -> Path:
-    path.write_text(
-        '[experiment]\nname = "ctr-cleanup"\nrepeats = 1\nwarmup_s = 1\nduet = false\nbackend = "docker"\n'
-        '[load]\ntransport = "grpc"\nrate = "10"\nusers = 2\nduration_s = 60\nsizes = "256KiB"\n'
-        f'[[servers]]\nserver = "xferd-go"\nimage = "{image}"\n[servers.limits]\nmemory = "128MiB"\n'
-    )
-    return path
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_mid_cell_removes_the_container(client: docker.DockerClient, images: dict[str, str], tmp_path: Path,
                                                sig: signal.Signals) -> None:
-    exp = _experiment(tmp_path / "exp.toml", images["xferd-go"])
+    exp = long_cell(tmp_path / "exp.toml", images["xferd-go"], "ctr-cleanup", "256KiB",
+                    '[servers.limits]\nmemory = "128MiB"\n')
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "xferbench", "run", str(exp), "--out", str(run_dir)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = start_run(exp, run_dir)
     try:
         deadline = time.monotonic() + DEADLINE_S
         # Mid-cell: the server's container is up and the load has started (Locust's log exists).

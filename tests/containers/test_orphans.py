@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,37 +18,22 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.containers.conftest import runner_containers
+from tests.containers.conftest import long_cell, runner_containers, start_run
 from xferbench.containers import LABEL
 from xferbench.containers.backend import RUNNER_PID_LABEL
-from xferbench.experiment import ROOT
 
 DEADLINE_S = 90.0
 
 
-def _experiment(path: Path, image: str) -> Path:
-    path.write_text(
-        '[experiment]\nname = "ctr-orphans"\nrepeats = 1\nwarmup_s = 1\nduet = false\nbackend = "docker"\n'
-        '[load]\ntransport = "grpc"\nrate = "10"\nusers = 2\nduration_s = 60\nsizes = "64KiB"\n'
-        f'[[servers]]\nserver = "xferd-go"\nimage = "{image}"\n'
-    )
-    return path
-
-
-def _run(exp: Path, run_dir: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "xferbench", "run", str(exp), "--out", str(run_dir), *args],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
 def test_next_run_removes_the_containers_of_a_runner_killed_with_sigkill(
         client: docker.DockerClient, images: dict[str, str], tmp_path: Path) -> None:
-    exp = _experiment(tmp_path / "exp.toml", images["xferd-go"])
+    exp = long_cell(tmp_path / "exp.toml", images["xferd-go"], "ctr-orphans", "64KiB")
     tag = uuid.uuid4().hex[:8]
     # Containers that must stay: one of a runner that lives (this test's own pid), one of another project.
     live = client.containers.create(images["xferd-go"], name=f"xferbench-test-live-runner-{tag}",
                                     labels={LABEL: "runner", RUNNER_PID_LABEL: str(os.getpid())})
     foreign = client.containers.create(images["xferd-go"], name=f"not-xferbench-{tag}", labels={"owner": "else"})
-    killed = _run(exp, tmp_path / "killed")
+    killed = start_run(exp, tmp_path / "killed")
     try:
         deadline = time.monotonic() + DEADLINE_S
         # Mid-cell: the server's container is up and the load has started (Locust's log exists).
@@ -64,7 +47,7 @@ def test_next_run_removes_the_containers_of_a_runner_killed_with_sigkill(
         orphans = runner_containers(client, killed.pid)
         assert len(orphans) == 1, f"the SIGKILLed runner's container is not there to clean up: {orphans}"
 
-        nxt = _run(exp, tmp_path / "next", "--quick")
+        nxt = start_run(exp, tmp_path / "next", "--quick")
         try:
             _, err = nxt.communicate(timeout=DEADLINE_S)
         finally:
