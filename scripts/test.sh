@@ -42,7 +42,7 @@ case "$suite" in
     ;;
   slow)
     phase containers make --no-print-directory containers
-    phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=30 GO_FUZZ_SECONDS=10  # bounded for CI
+    phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=30 GO_FUZZ_EXECS=30000  # bounded for CI
     phase pytest-slow pytest_marked slow slow
     phase fresh-check make --no-print-directory fresh-check
     ;;
