@@ -35,6 +35,12 @@ def _wait_for(what: str, cond: Callable[[], bool], proc: subprocess.Popen[str], 
         time.sleep(0.1)
 
 
+def _error_report(output: str) -> str:
+    """Locust's error report (each failure's message and count), to tell what an unexpected code stood for."""
+    start = output.rfind("Error report")
+    return output[start:][:3000] if start >= 0 else output[-3000:]
+
+
 @pytest.mark.timeout(90)
 def test_reset_under_load_is_counted_and_recovered(proxied: ProxiedServer, tmp_path: Path) -> None:
     port = free_port()
@@ -79,5 +85,5 @@ def test_reset_under_load_is_counted_and_recovered(proxied: ProxiedServer, tmp_p
     (dump,) = tmp_path.glob("local-*.prom")
     samples = parse_prom(dump.read_text())
     codes = {lab["code"] for n, lab, v in samples if n == "xfer_client_errors_total" and v > 0}
-    assert codes and codes <= FAULT_CODES, codes
+    assert codes and codes <= FAULT_CODES, f"codes {sorted(codes)}; Locust's {_error_report(both)}"
     assert total(samples, "xfer_client_verifications_total", result="mismatch") == 0
