@@ -30,11 +30,13 @@ build-go:
 build-c:
 	$(MAKE) -C servers/c VERSION=$(VERSION)
 
+# lint-imports: which way imports run inside xferbench/ ([tool.importlinter] in pyproject.toml).
 lint: setup
 	@out=$$(gofmt -l servers/go); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	cd servers/go && go vet ./...
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 test-go:
 	cd servers/go && go test -race -count=1 ./...

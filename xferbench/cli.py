@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -14,7 +15,8 @@ from rich.table import Table
 from py_client.durations import DURATION_HELP, parse_duration
 from xferbench import cost, experiment, export, stack, stats
 from xferbench.report import fmt
-from xferbench.report.summary import CellSummary, RunDirError
+from xferbench.report.summary import CellSummary, RunDirError, summarize
+from xferbench.row import RunRow
 
 EXIT_INTERRUPTED = 130
 EXIT_SOME_RUNS_FAILED = 3  # `xferbench run`: the report exists, but some runs failed (all failed: 1)
@@ -25,6 +27,13 @@ def _console() -> Console:
     if not c.is_terminal:  # logs and CI: wide enough that tables do not wrap into unreadable columns
         c = Console(stderr=False, width=200)
     return c
+
+
+def ranked_comparisons(meta: dict[str, Any], rows: list[RunRow]) -> tuple[str, list[stats.Comparison]]:
+    """--until-ci's question after each round, answered by the report's summary: the rank metric and each
+    cell's comparison with the baseline on it (runner.UntilCI.ranked)."""
+    s = summarize(meta, rows)
+    return s.rank_metric, [v.comparison for v in s.verdicts if v.metric == s.rank_metric]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -82,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     until = None
     if args.until_ci is not None:
-        until = runner.UntilCI(args.until_ci, args.budget)
+        until = runner.UntilCI(args.until_ci, args.budget, ranked_comparisons)
         if exp.repeats < stats.MIN_REPEATS:
             exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
     progress = RichProgress(err)

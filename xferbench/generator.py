@@ -6,8 +6,8 @@ is ready when that port answers, scraped every second, and stopped with SIGTERM.
 command line, so `Generator` is the process and each driver a subclass giving its `argv`.
 
 xferload runs one method per process with a fixed request, so `xferload_args` maps the [load] keys it
-honours and refuses, with the key and the reason, every one it cannot (experiment parsing calls it, so a
-bad combination fails before any run).
+honours and refuses, with the key and the reason, every one it cannot. It lives in xferbench/experiment.py,
+beside the [load] schema: parsing calls it, so a bad combination fails before any run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import loadgen
-from xferbench.experiment import LOADGEN_KEYS, ROOT, Load
+from xferbench.experiment import LOADGEN_KEYS, ROOT, Load, xferload_args
 from xferbench.process import (
     READY_TIMEOUT_S,
     STOP_GRACE_S,
@@ -34,8 +34,6 @@ from xferbench.process import (
 DRIVERS = ("locust", "xferload")
 FRAME_CODECS = ("protobuf", "gob")
 XFERLOAD = ROOT / "build" / "bin" / "xferload"
-XFERLOAD_METHODS = {"echo", "meta"}  # one call per operation, as loadgen counts them (see xferload_args)
-XFERLOAD_MAX_INFLIGHT = 256
 
 
 class Generator:
@@ -117,64 +115,3 @@ def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> 
         *loadgen.command_line({**xfer, "metrics_port": metrics_port}),
         "--only-summary", "--loglevel", "WARNING",
     ]
-
-
-def check_driver(load: Load) -> None:
-    """Raises ValueError naming the [load] key the cell's driver cannot honour."""
-    if load.driver == "xferload":
-        xferload_args(load)
-    elif load.frame_codec != "protobuf":
-        raise ValueError(f'frame_codec = {load.frame_codec!r} needs driver = "xferload": loadgen (Python) has '
-                         "no gob client")
-
-
-def xferload_args(load: Load) -> list[str]:
-    """xferload's flags for the [load] keys it honours: users → --conns (one connection per user, as a
-    Locust frame user), inflight → --inflight, rate → --rate, echo_size → --size, meta_entries → --entries,
-    meta_size → --entry-size, verify, frame_codec → --codec. sizes and chunk only concern upload and
-    download, which it does not run here. Raises ValueError for the rest."""
-    opt = loadgen.option
-    if load.transport != "frame":
-        raise ValueError(f'transport = {load.transport!r}: xferload speaks the frame protocol only; use driver = '
-                         '"locust" for gRPC')
-    if load.profile != "steady":
-        raise ValueError(f'profile = {load.profile!r}: xferload keeps a steady load; use driver = "locust" for '
-                         "load profiles")
-    methods = [m for m, w in opt("mix").parse(load.mix).items() if w > 0]
-    if len(methods) != 1:
-        raise ValueError(f"mix = {load.mix!r}: xferload runs one method per process; give one method "
-                         '(e.g. "meta:1") or use driver = "locust" for a mix')
-    method = methods[0]
-    if method not in XFERLOAD_METHODS:
-        raise ValueError(f"mix = {load.mix!r}: with xferload the runner drives echo or meta; xferload's "
-                         f"{method} calls are frames, while loadgen's {method} is a whole transfer, so their "
-                         'figures would not compare; use driver = "locust"')
-    if load.spawn_rate < load.users:
-        raise ValueError(f"spawn_rate = {load.spawn_rate:g} < users = {load.users}: xferload opens every "
-                         "connection at once; set spawn_rate >= users")
-    if load.grpc_inflight is not None:
-        raise ValueError("grpc_inflight: a gRPC setting; xferload speaks the frame protocol")
-    if not 1 <= load.inflight <= XFERLOAD_MAX_INFLIGHT:
-        raise ValueError(f"inflight = {load.inflight}: xferload keeps 1..{XFERLOAD_MAX_INFLIGHT} calls in flight "
-                         "per connection")
-    args = ["--method", method, "--conns", str(load.users), "--inflight", str(load.inflight)]
-    rate = opt("rate").parse(load.rate) if load.rate else None
-    if rate is not None:
-        if rate.poisson:
-            raise ValueError(f"rate = {load.rate!r}: xferload sends at constant intervals; give R or constant:R")
-        args += ["--rate", f"{rate.per_second:g}"]
-    if load.echo_size is not None:
-        size = opt("echo_size").parse(load.echo_size)
-        if size.kind != "list" or len(size.values) != 1:
-            raise ValueError(f"echo_size = {load.echo_size!r}: xferload sends one payload size; give one size")
-        args += ["--size", str(size.values[0])]
-    if load.meta_entries is not None:
-        args += ["--entries", str(opt("meta_entries").parse(load.meta_entries))]
-    if load.meta_size is not None:
-        lo, hi = opt("meta_size").parse(load.meta_size)
-        args += ["--entry-size", f"{lo}-{hi}"]
-    if load.verify == "off":
-        args += ["--verify=false"]
-    if load.frame_codec != "protobuf":  # the flag is new; the default needs none
-        args += ["--codec", load.frame_codec]
-    return args

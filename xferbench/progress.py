@@ -15,10 +15,10 @@ from rich.text import Text
 from xferbench import stats
 from xferbench.experiment import Experiment
 from xferbench.matrix import Run
+from xferbench.progress_protocol import NullProgress
 from xferbench.report import fmt, soak, stress, tables
 from xferbench.report.summary import Summary
 from xferbench.row import RunRow
-from xferbench.runner import NullProgress
 
 
 class RichProgress(NullProgress):

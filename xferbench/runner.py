@@ -36,7 +36,7 @@ from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.generator import Generator, generator_class
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Server, ServerStartError, free_port, kill_all
-from xferbench.report.summary import summarize
+from xferbench.progress_protocol import NullProgress
 from xferbench.row import RunRow
 from xferbench.scrape import Snapshot, scrape
 from xferbench.sources import MetricsSource, ScrapeSource
@@ -68,19 +68,6 @@ class SweepResult:
     @property
     def failed(self) -> list[RunRow]:
         return [r for r in self.rows if r.status == "failed"]
-
-
-class NullProgress:
-    """What the sweep tells whoever shows its progress, and shows nothing (tests, library use);
-    xferbench/progress.py's RichProgress shows it in the terminal."""
-
-    def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None: ...
-    def add_runs(self, runs: list[Run]) -> None: ...
-    def start_run(self, run: Run) -> None: ...
-    def phase(self, run: Run, text: str) -> None: ...
-    def live(self, run: Run, elapsed: float, total: float, qps: float | None, p95: float | None) -> None: ...
-    def end_run(self, run: Run, row: RunRow) -> None: ...
-    def end_sweep(self) -> None: ...
 
 
 def utc_stamp() -> str:
@@ -124,6 +111,10 @@ def _install_sigterm() -> signal.Handlers | Callable[[int, FrameType | None], An
         return None
 
 
+# The run so far (its meta and rows) → the rank metric and each cell's comparison with the baseline on it.
+Ranked = Callable[[dict[str, Any], list[RunRow]], tuple[str, list[stats.Comparison]]]
+
+
 @dataclass(frozen=True)
 class UntilCI:
     """`--until-ci 5% --budget 10m`: add rounds until every ranked ratio's 95% interval is within ±target
@@ -131,6 +122,7 @@ class UntilCI:
 
     target: float
     budget_s: float
+    ranked: Ranked  # the report's summary, passed in by the CLI: the runner sits below the report, never imports it
     max_repeats: int = 50
 
 
@@ -312,12 +304,12 @@ def _more_rounds(meta: dict[str, Any], rows: list[RunRow], until: UntilCI | None
     """Whether --until-ci wants another round; records the answer and why in meta["until_ci"]."""
     if until is None:
         return False
-    s = summarize(meta, rows)
-    widths = [ci_half_width(v.comparison) for v in s.verdicts if v.metric == s.rank_metric]
+    metric, comparisons = until.ranked(meta, rows)
+    widths = [ci_half_width(c) for c in comparisons]
     widest = max((w for w in widths if w is not None), default=None)
     per_round = elapsed_s / (repeat - 1)
     state = {"target": until.target, "budget_s": until.budget_s, "widest": widest, "rounds": repeat - 1,
-             "metric": s.rank_metric}
+             "metric": metric}
     if widths and all(w is not None and w <= until.target for w in widths):
         meta["until_ci"] = {**state, "met": True, "why": "every ranked interval is within the target"}
         return False

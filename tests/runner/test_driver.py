@@ -81,6 +81,6 @@ def test_xferload_command_maps_the_load() -> None:
     assert flags["--method"] == "meta" and flags["--conns"] == "3" and flags["--inflight"] == "5"
     assert flags["--rate"] == "250" and flags["--entries"] == "32" and flags["--entry-size"] == "4-8"
     assert "--codec" not in argv  # the default codec needs no flag
-    gob = generator.xferload_args(xe.Load(mix="echo:1", transport="frame", driver="xferload", frame_codec="gob",
-                                          users=1, spawn_rate=1))
+    gob = xe.xferload_args(xe.Load(mix="echo:1", transport="frame", driver="xferload", frame_codec="gob",
+                                   users=1, spawn_rate=1))
     assert gob[-2:] == ["--codec", "gob"]

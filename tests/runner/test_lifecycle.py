@@ -27,6 +27,7 @@ from xferbench import report, runner, stack
 from xferbench.experiment import SERVER_SPECS
 from xferbench.matrix import Run, schedule
 from xferbench.process import Server, live_pids, parse_ready_line
+from xferbench.progress_protocol import NullProgress
 from xferbench.row import RunRow
 from xferbench.scrape import scrape
 from xferbench.sources import PromQLSource
@@ -79,7 +80,7 @@ def _gone(pids: list[int]) -> list[int]:
     return alive
 
 
-class Watch(runner.NullProgress):
+class Watch(NullProgress):
     """Progress hook, called by the runner about once a second while a run's load is on. At each run's first
     call it records, for every child the runner has live, its CPU affinity, process group, session and name.
     In the victim cell, once the client has counted completed requests and the server's own /metrics counts
