@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from xferbench import stats
+from xferbench.metrics import RANKED
 from xferbench.report.summary import load
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "recorded_noise.json"
@@ -23,7 +23,7 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "recorded_noise.j
 def main(run_dir: str, source: str) -> None:
     s = load(Path(run_dir))
     cells = {c.name: c for c in s.cells}
-    metrics = [m for m in stats.RANKED if all(c.by_pair.get(m) for c in cells.values())]
+    metrics = [m for m in RANKED if all(c.by_pair.get(m) for c in cells.values())]
     keys = sorted(set.intersection(*(set(c.by_pair[m]) for c in cells.values() for m in metrics)))
     if len(keys) < 3:
         sys.exit(f"{run_dir}: {len(keys)} pairs in which every cell ran; want a run of the baseline and its A/A copy")

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from py_client.durations import DURATION_HELP, parse_duration
 from xferbench import cost, experiment, export, stack, stats
+from xferbench.metrics import BY_NAME, RANKED
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError, summarize
 from xferbench.row import RunRow
@@ -190,7 +191,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         Console(stderr=True).print(
             f"[yellow]note:[/] {name} ran different configurations in A and B: {'; '.join(diffs)}", highlight=False
         )
-    metrics = [m for m in (args.metric or stats.RANKED) if m in stats.METRIC_INFO]
+    metrics = [m for m in (args.metric or RANKED) if m in BY_NAME]
     # Two runs share no rounds, so every comparison is unpaired (Welch on the logs); the table is one Holm
     # family, and each metric's noise floor is pooled over its comparisons in this table.
     family: list[tuple[str, CellSummary, CellSummary, str]] = []
@@ -201,10 +202,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if not va and not vb:
                 continue
             family.append((name, a, b, m))
-            raw.append(stats.compare(va, vb, stats.METRIC_INFO[m][3]))
+            raw.append(stats.compare(va, vb, BY_NAME[m].higher_is_better))  # a diagnostic: no verdict
     floors = {m: stats.noise_floor([c for (*_, fm), c in zip(family, raw, strict=True) if fm == m]) for m in metrics}
     decided = stats.decide(
-        raw, [stats.METRIC_INFO[m][3] for *_, m in family], [floors[m] for *_, m in family], stats.ALPHA
+        raw, [BY_NAME[m].better == "higher" for *_, m in family], [floors[m] for *_, m in family], stats.ALPHA
     )
     tested = sum(1 for c in decided if c.p is not None)
     t = Table(
@@ -223,7 +224,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     t.add_column("p (Holm)", justify="right")
     t.add_column("verdict")
     for (name, a, b, m), c in zip(family, decided, strict=True):
-        _, title, unit, _ = stats.METRIC_INFO[m]
+        title, unit = BY_NAME[m].title, BY_NAME[m].unit
         ratio = "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.has_ci else "")
         style = {stats.BETTER: "green", stats.WORSE: "red"}.get(c.verdict, "dim")
         t.add_row(
@@ -328,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="compare two run directories cell by cell, as benchstat does")
     c.add_argument("run_a")
     c.add_argument("run_b")
-    c.add_argument("--metric", action="append", help=f"metrics to compare (default: {', '.join(stats.RANKED)})")
+    c.add_argument("--metric", action="append", help=f"metrics to compare (default: {', '.join(RANKED)})")
     c.set_defaults(fn=cmd_compare)
     rp = sub.add_parser("report", help="re-render summary.csv, summary.md and report.html of a run directory")
     rp.add_argument("run_dir")

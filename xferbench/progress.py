@@ -15,6 +15,7 @@ from rich.text import Text
 from xferbench import stats
 from xferbench.experiment import Experiment
 from xferbench.matrix import Run
+from xferbench.metrics import BY_NAME
 from xferbench.progress_protocol import NullProgress
 from xferbench.report import fmt, soak, stress, tables
 from xferbench.report.summary import Summary
@@ -90,7 +91,7 @@ class RichProgress(NullProgress):
             self.bar.update(self.task, left=self._left(elapsed))
         self.status = Text(
             f"▶ {run.cell.name} (repeat {run.repeat}) {elapsed:4.0f}/{total:.0f}s   "
-            f"QPS {fmt.value(qps, 'req/s')}   P95 {fmt.value(p95, 's')}"
+            f"{_figure('client_qps', qps)}   {_figure('client_p95_s', p95)}"
         )
         self._refresh()
 
@@ -104,9 +105,9 @@ class RichProgress(NullProgress):
             self.bar.update(self.task, advance=1, left=self._left())
         if row.ok:
             msg = (
-                f"{run.cell.name} r{run.repeat}: QPS {fmt.value(row.client_qps, 'req/s')}, "
-                f"P95 {fmt.value(row.client_p95_s, 's')}, "
-                f"RSS peak {fmt.value(row.rss_peak_bytes, 'B')}"
+                f"{run.cell.name} r{run.repeat}: {_figure('client_qps', row.client_qps)}, "
+                f"{_figure('client_p95_s', row.client_p95_s)}, "
+                f"{_figure('rss_peak_bytes', row.rss_peak_bytes)}"
             )
             if row.soak_verdict:
                 msg += f"\n    soak: {soak.text(row)}: {row.soak_verdict} {'; '.join(row.soak_flags or [])}"
@@ -132,6 +133,12 @@ class RichProgress(NullProgress):
             self._live = None
 
 
+def _figure(metric: str, value: float | None) -> str:
+    """"QPS 1,250": a figure by its short label, in its unit."""
+    m = BY_NAME[metric]
+    return f"{m.label} {fmt.value(value, m.unit)}"
+
+
 def final_table(s: Summary) -> Group:
     """The terminal report: the header lines, the verdict table, then the ranking (summary.md has the CIs)."""
     parts: list[Text | Table] = [Text(s.meta.get("experiment", ""), style="bold")]
@@ -150,18 +157,18 @@ def final_table(s: Summary) -> Group:
     cols = tables.short_columns(s)
     t = Table(
         title=soak.FIGURES_TITLE if soak.is_soak(s)
-        else f"ranked by {stats.METRIC_INFO[s.rank_metric][1]}: geometric means across repeats (CIs in summary.md)",
+        else f"ranked by {BY_NAME[s.rank_metric].title}: geometric means across repeats (CIs in summary.md)",
         show_lines=False,
     )
     t.add_column("cell", style="bold", no_wrap=True)
     t.add_column("runs", justify="right")
-    t.add_column(tables.column_title(cols[0], SHORT_TITLES.get(cols[0])), justify="right")
+    t.add_column(tables.column_title(cols[0], short=True), justify="right")
     t.add_column("vs base", justify="right")
     for m in cols[1:]:
-        t.add_column(tables.column_title(m, SHORT_TITLES.get(m)), justify="right")
+        t.add_column(tables.column_title(m, short=True), justify="right")
     for c in s.ranked():
         runs = str(c.n_ok) + (f" [red]+{c.n_failed}✗[/]" if c.n_failed else "")
-        vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2], with_ci=False) for m in cols]
+        vals = [fmt.estimate(c.est[m], BY_NAME[m].unit, with_ci=False) for m in cols]
         cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
         t.add_row(c.name, runs, vals[0], cmp_, *vals[1:])
     parts.append(t)
@@ -196,18 +203,3 @@ def soak_lines(s: Summary) -> list[Text]:
 
 
 VERDICT_STYLE = {stats.BETTER: "green", stats.WORSE: "red"}
-
-SHORT_TITLES = {
-    "capacity_rps": "capacity",
-    "server_cpu_per_request_s": "CPU/req",
-    "client_qps": "QPS",
-    "client_bytes_per_s": "bytes/s",
-    "client_p95_s": "P95",
-    "client_p99_s": "P99",
-    "server_p95_s": "srv P95",
-    "server_cpu_cores": "srv CPU",
-    "rss_peak_bytes": "RSS peak",
-    "gc_pause_total_s": "GC pause",
-    "alloc_resident_bytes": "alloc res.",
-    "gen_cpu_cores": "gen CPU",
-}

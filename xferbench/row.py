@@ -146,7 +146,7 @@ class RunRow:
             setattr(self, name, value)
 
     def figure(self, name: str) -> float | None:
-        """A numeric figure by its metric name (stats.METRICS), wherever it is kept."""
+        """A numeric figure by its metric name (xferbench/metrics.py), wherever it is kept."""
         value = getattr(self, name) if name in FIELD_NAMES else self.extra.get(name)
         return None if value is None else float(value)
 

@@ -54,6 +54,7 @@ NO_SPREAD = "no CI (identical ratios: no measure of noise)"
 NOT_POSITIVE = "no CI (values <= 0)"
 NO_DATA = "no data"
 ZERO_BASE = "baseline is zero"
+DIAGNOSTIC = "diagnostic: no verdict"  # a figure of the instrument (xferbench/metrics.py), never judged
 
 
 def _clean(xs: Sequence[float | None]) -> np.ndarray:
@@ -131,14 +132,24 @@ def _directional(significant_up: bool, higher_is_better: bool) -> str:
 def compare(
     a: Sequence[float | None],
     b: Sequence[float | None],
-    higher_is_better: bool = True,
+    higher_is_better: bool | None = True,
     paired: bool = False,
     level: float = LEVEL,
 ) -> Comparison:
     """B relative to A, with an interval at `level` and an unadjusted verdict (the interval excludes 1).
 
     paired=True: a[i] and b[i] were measured in the same round; rounds where either is missing are dropped.
+    higher_is_better=None: a diagnostic figure; the ratio and interval, never a test (no p) or a verdict.
     """
+    c = _compare(a, b, bool(higher_is_better), paired, level)
+    if higher_is_better is None and c.verdict in (BETTER, WORSE, SAME):
+        return replace(c, verdict=DIAGNOSTIC, p=None)
+    return c
+
+
+def _compare(
+    a: Sequence[float | None], b: Sequence[float | None], higher_is_better: bool, paired: bool, level: float
+) -> Comparison:
     if paired:
         if len(a) != len(b):
             raise ValueError(f"paired comparison of {len(a)} and {len(b)} values")
@@ -242,52 +253,3 @@ def decide(
         out[i] = replace(c, p=p, verdict=verdict, floor=floor)
     return out
 
-
-# The metrics summarised per cell: (row field, title, unit, higher is better).
-METRICS: tuple[tuple[str, str, str, bool], ...] = (
-    ("server_cpu_per_request_s", "server CPU per request", "s", False),
-    ("server_cpu_per_gib_s", "server CPU per GiB", "s", False),
-    ("capacity_rps", "capacity at SLO", "req/s", True),
-    ("client_qps", "client QPS", "req/s", True),
-    ("client_bytes_per_s", "client bytes/s", "B/s", True),
-    ("client_p50_s", "client P50", "s", False),
-    ("client_p95_s", "client P95", "s", False),
-    ("client_p99_s", "client P99", "s", False),
-    ("client_failures", "failures", "", False),
-    ("server_qps", "server QPS", "req/s", True),
-    ("server_p95_s", "server P95", "s", False),
-    ("server_p99_s", "server P99", "s", False),
-    ("server_cpu_cores", "server CPU", "cores", False),
-    ("rss_peak_bytes", "peak RSS", "B", False),
-    ("rss_mean_bytes", "mean RSS", "B", False),
-    ("gc_pauses", "GC pauses", "", False),
-    ("gc_pause_total_s", "GC pause total", "s", False),
-    ("gc_pause_per_request_s", "GC pause per request", "s", False),
-    ("gc_pause_p99_s", "GC pause P99", "s", False),
-    ("gc_cpu_share", "GC CPU share", "", False),
-    ("alloc_allocated_bytes", "allocator allocated", "B", False),
-    ("alloc_resident_bytes", "allocator resident", "B", False),
-    ("alloc_committed_bytes", "allocator committed (mimalloc)", "B", False),
-    ("gen_cpu_cores", "generator CPU", "cores", False),
-    ("runner_cpu_cores", "runner CPU", "cores", False),
-    # backend = "docker": the server container's cgroup (xferbench/containers/cgroup.py)
-    ("ctr_mem_peak_bytes", "container memory peak", "B", False),
-    ("ctr_cpu_throttled_periods", "throttled periods", "", False),
-    ("ctr_cpu_throttled_s", "throttled time", "s", False),
-    ("conns_accepted_per_s", "connections accepted/s", "/s", False),
-    ("conns_opened_per_s", "client connections opened/s", "/s", False),
-    ("reconnects_per_s", "client reconnects/s", "/s", False),
-    ("time_wait_peak", "TIME_WAIT peak", "", False),
-)
-METRIC_INFO = {m[0]: m for m in METRICS}
-# The metrics that get verdicts (one Holm family per report), in the order the verdict table lists them.
-RANKED = (
-    "server_cpu_per_request_s",
-    "server_cpu_per_gib_s",
-    "capacity_rps",
-    "client_qps",
-    "client_p99_s",
-    "server_p99_s",
-    "rss_peak_bytes",
-    "gc_pause_total_s",
-)

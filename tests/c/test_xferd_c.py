@@ -19,8 +19,8 @@ import pytest
 from tests.support.servers import SERVERS, running_server, start_server
 from xfer.v1 import file_transfer_pb2 as ft
 from xfer.v1 import frame_pb2 as fr
-from xferbench import figures, stats
-from xferbench.report import html
+from xferbench import figures
+from xferbench.metrics import BY_NAME
 from xferbench.scrape import scrape as scrape_snapshot
 
 NAME = "xferd-c"
@@ -171,8 +171,8 @@ def test_report_shows_what_mimalloc_measures() -> None:
         (first.sum("xfer_allocator_committed_bytes") + last.sum("xfer_allocator_committed_bytes")) / 2)
     assert fig["alloc_committed_bytes"] > 0
     assert fig["alloc_allocated_bytes"] is None and fig["alloc_resident_bytes"] is None
-    assert stats.METRIC_INFO["alloc_committed_bytes"][1] == "allocator committed (mimalloc)"
-    assert "alloc_committed_bytes" in html.BARS
+    assert BY_NAME["alloc_committed_bytes"].title == "allocator committed (mimalloc)"
+    assert BY_NAME["alloc_committed_bytes"].bar  # report.html draws it
 
 
 def run_until_exit(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench import capacity, runner, stats
+from xferbench import capacity, metrics, runner, stats
 from xferbench.experiment import Experiment, available_cpus
 from xferbench.report import summary
 
@@ -127,7 +127,7 @@ def test_duet_runs_each_pair_at_once_and_the_report_pairs_by_duet(aa_duet: AaRun
     for v in aa_duet.summary.verdicts:
         a = [two["c/frame"][v.metric] for two in by_pair.values()]
         b = [two["c/frame (A/A)"][v.metric] for two in by_pair.values()]
-        want = stats.compare(a, b, stats.METRIC_INFO[v.metric][3], paired=True)
+        want = stats.compare(a, b, metrics.BY_NAME[v.metric].higher_is_better, paired=True)
         got = v.comparison
         assert got.n_a == want.n_a >= 3, (v.metric, got, want)
         assert (got.ratio, got.lo, got.hi) == pytest.approx((want.ratio, want.lo, want.hi), rel=1e-9), v.metric

@@ -5,7 +5,7 @@ connections, or some run reconnected or left sockets in TIME_WAIT."""
 
 from __future__ import annotations
 
-from xferbench import stats
+from xferbench.metrics import BY_NAME
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, Summary
 
@@ -46,7 +46,7 @@ def rows(s: Summary) -> list[list[str]]:
     """One row of plain text per cell, in HEAD's order."""
     out = []
     for c in s.cells:
-        vals = [fmt.estimate(c.est.get(m), stats.METRIC_INFO[m][2]) for m in COLUMNS[:-1]]
+        vals = [fmt.estimate(c.est.get(m), BY_NAME[m].unit) for m in COLUMNS[:-1]]
         out.append([c.name, strategy(s, c) or "user", *vals, _server_errors(s, c)])
     return out
 

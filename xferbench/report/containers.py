@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xferbench import stats
+from xferbench.metrics import BY_NAME
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, Summary
 
@@ -49,7 +49,7 @@ def rows(s: Summary) -> list[list[str]]:
         cpus = f"{lim['cpus']:g}" if lim.get("cpus") else "none"
         mem = fmt.value(lim["memory_bytes"], "B") if lim.get("memory_bytes") else "none"
         runs = f"{c.n_ok}" + (f" ({c.n_failed} failed)" if c.n_failed else "")
-        vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2], with_ci=False) for m in _FIGURES]
+        vals = [fmt.estimate(c.est[m], BY_NAME[m].unit, with_ci=False) for m in _FIGURES]
         out.append([c.name, cpus, mem, runs, f"{oom} of {len(cell_rows)}", _throttled_share(s, c), *vals])
     return out
 

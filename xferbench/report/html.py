@@ -17,30 +17,10 @@ from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
 from xferbench import figures, stats
+from xferbench.metrics import BY_NAME, METRICS
 from xferbench.report import conns, containers, cpu, fmt, soak, stress, tables
 from xferbench.report.summary import Summary
 
-BARS = (
-    "server_cpu_per_request_s",
-    "server_cpu_per_gib_s",
-    "capacity_rps",
-    "client_qps",
-    "client_bytes_per_s",
-    "client_p95_s",
-    "client_p99_s",
-    "server_qps",
-    "server_p95_s",
-    "server_cpu_cores",
-    "rss_peak_bytes",
-    "gc_pause_total_s",
-    "gc_pause_per_request_s",
-    "gc_pause_p99_s",
-    "gc_cpu_share",
-    "alloc_allocated_bytes",
-    "alloc_resident_bytes",
-    "alloc_committed_bytes",
-    "gen_cpu_cores",
-)
 # Time-series panels, in this order, for the columns of figures.SERIES_COLUMNS that hold data.
 SERIES = (
     ("client_qps", "client QPS (req/s)"),
@@ -82,8 +62,8 @@ code{background:#f5f5f5;padding:0 3px}
 
 def _title(metric: str) -> str:
     """"peak RSS (B)"; unitless figures (GC CPU share, counts) read best bare."""
-    _, name, unit, _ = stats.METRIC_INFO[metric]
-    return f"{name} ({unit})" if unit else name
+    m = BY_NAME[metric]
+    return f"{m.title} ({m.unit})" if m.unit else m.title
 
 
 def _cls(c: stats.Comparison | None) -> str:
@@ -145,7 +125,7 @@ def _ranking(s: Summary) -> str:
             if c.name == s.baseline
             else f"<span class='{_cls(cmp_)}'>{h.escape(fmt.comparison(cmp_))}</span>"
         )
-        vals = [h.escape(fmt.estimate(c.est[m], stats.METRIC_INFO[m][2])) for m in cols]
+        vals = [h.escape(fmt.estimate(c.est[m], BY_NAME[m].unit)) for m in cols]
         row = [
             str(i),
             f"<code>{h.escape(c.name)}</code>" + (" (baseline)" if c.name == s.baseline else ""),
@@ -178,7 +158,8 @@ def _soak(s: Summary) -> str:
 
 def _bars(s: Summary, colors: dict[str, str]) -> go.Figure | None:
     present = set(s.present_metrics())
-    metrics = [m for m in (s.rank_metric, *BARS) if m in present]
+    bars = [m.name for m in METRICS if m.bar]
+    metrics = [m for m in (s.rank_metric, *bars) if m in present]
     metrics = list(dict.fromkeys(metrics))
     if not metrics:
         return None

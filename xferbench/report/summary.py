@@ -8,12 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xferbench import capacity, stats
+from xferbench import stats
 from xferbench.figures import GEN_SATURATED_CORES
+from xferbench.metrics import BY_NAME, METRICS, RANKED
 from xferbench.row import RunRow
-
-# Figures that move in steps: the smallest change they can show is a floor of their own.
-RESOLUTION = {"capacity_rps": capacity.PRECISION}
 
 
 @dataclass
@@ -55,7 +53,7 @@ class Summary:
         if self.meta.get("soak"):
             return list(self.cells)  # a soak ranks nothing: the experiment's order
         metric = metric or self.rank_metric
-        higher = stats.METRIC_INFO[metric][3]
+        higher = BY_NAME[metric].better == "higher"
 
         def key(c: CellSummary) -> float:
             m = c.est.get(metric)
@@ -68,7 +66,8 @@ class Summary:
     def present_metrics(self) -> list[str]:
         """Metrics with at least one value in some cell (a Go-only sweep has no allocator columns...)."""
         return [
-            m for m, *_ in stats.METRICS if any(c.est.get(m) is not None and c.est[m].center is not None for c in self.cells)
+            m.name for m in METRICS
+            if any(c.est.get(m.name) is not None and c.est[m.name].center is not None for c in self.cells)
         ]
 
     @property
@@ -79,7 +78,7 @@ class Summary:
     def floor_text(self) -> str:
         """One line for the top of every report: what this run can tell apart."""
         parts = [
-            f"±{f * 100:.1f}% in {stats.METRIC_INFO[m][1]}" for m, f in self.floors.items() if f is not None
+            f"±{f * 100:.1f}% in {BY_NAME[m].title}" for m, f in self.floors.items() if f is not None
         ]
         if not parts:
             return (
@@ -126,11 +125,11 @@ def _cells(meta: dict[str, Any], rows: list[RunRow]) -> dict[str, CellSummary]:
         c = cells[r.cell]
         if r.ok:
             c.n_ok += 1
-            for m, *_ in stats.METRICS:
-                v = r.figure(m)
+            for m in METRICS:
+                v = r.figure(m.name)
                 if v is not None:
-                    c.values.setdefault(m, []).append(v)
-                    c.by_pair.setdefault(m, {})[r.pair_key] = v
+                    c.values.setdefault(m.name, []).append(v)
+                    c.by_pair.setdefault(m.name, {})[r.pair_key] = v
         elif r.status == "failed":
             c.n_failed += 1
             c.errors.append(f"r{r.repeat}: {r.error}")
@@ -138,8 +137,8 @@ def _cells(meta: dict[str, Any], rows: list[RunRow]) -> dict[str, CellSummary]:
             if w not in c.warnings:
                 c.warnings.append(w)
     for c in cells.values():
-        for m, *_ in stats.METRICS:
-            c.est[m] = stats.estimate(c.values.get(m, []))
+        for m in METRICS:
+            c.est[m.name] = stats.estimate(c.values.get(m.name, []))
     return cells
 
 
@@ -194,13 +193,13 @@ def summarize(meta: dict[str, Any], rows: list[RunRow]) -> Summary:
     if base is None or meta.get("soak"):  # a soak compares nothing: one run per cell, each judged alone
         return s
     for c in cells.values():
-        for m, _, _, higher in stats.METRICS:
-            c.vs_base[m] = paired(base, c, m, higher)
+        for m in METRICS:  # a diagnostic gets its ratio and interval, never a verdict
+            c.vs_base[m.name] = paired(base, c, m.name, m.higher_is_better)
     _decide(s, base)
     return s
 
 
-def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool) -> stats.Comparison:
+def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool | None) -> stats.Comparison:
     """B vs A over the rounds (or duets) both completed; a failed run drops only its own pair."""
     va, vb = a.by_pair.get(metric, {}), b.by_pair.get(metric, {})
     keys = sorted(set(va) & set(vb))
@@ -209,13 +208,15 @@ def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool) -> stats.C
 
 def _decide(s: Summary, base: CellSummary) -> None:
     """One Holm family: every non-baseline cell x every ranked metric with an interval."""
-    metrics = [m for m in stats.RANKED if m in set(s.present_metrics())]
+    metrics = [m for m in RANKED if m in set(s.present_metrics())]
     others = [c for c in s.cells if c.name != base.name]
-    s.floors = {m: stats.noise_floor([c.vs_base[m] for c in others], resolution=RESOLUTION.get(m, 0.0)) for m in metrics}
+    s.floors = {
+        m: stats.noise_floor([c.vs_base[m] for c in others], resolution=BY_NAME[m].resolution) for m in metrics
+    }
     family = [(c, m) for m in metrics for c in others]
     decided = stats.decide(
         [c.vs_base[m] for c, m in family],
-        [stats.METRIC_INFO[m][3] for _, m in family],
+        [BY_NAME[m].better == "higher" for _, m in family],
         [s.floors[m] for _, m in family],
         s.alpha,
     )

@@ -1,5 +1,5 @@
-"""summary.csv (every metric: geometric mean, CI, ratio to baseline, verdict; p and noise floor for the
-metrics that get verdicts) and summary.md (the readable report); the header, verdict and ranking rows
+"""summary.csv (every metric: geometric mean, CI, ratio to baseline, verdict, which a diagnostic never gets;
+p and noise floor for the ranked metrics) and summary.md (the readable report); the header, verdict and ranking rows
 that the terminal and HTML reports share."""
 
 from __future__ import annotations
@@ -10,25 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from xferbench import stats
+from xferbench.metrics import BY_NAME, METRICS, RANKED
 from xferbench.report import conns, containers, cpu, fmt, soak, stress
 from xferbench.report.summary import CellSummary, Summary, Verdict
-
-# The columns of the ranking table after the ranking metric (terminal, Markdown and HTML), when measured.
-SHORT = (
-    "capacity_rps",
-    "server_cpu_per_request_s",
-    "client_qps",
-    "client_bytes_per_s",
-    "client_p95_s",
-    "client_p99_s",
-    "server_p95_s",
-    "server_cpu_cores",
-    "rss_peak_bytes",
-    "gc_pause_total_s",
-    "gc_cpu_share",  # GC CPU over server CPU: what a GOGC setting trades against RSS (adaptive-gogc.toml)
-    "alloc_resident_bytes",
-    "gen_cpu_cores",
-)
 
 # The statistical method (xferbench/stats.py) in one sentence, for the top of every report.
 METHOD = (
@@ -45,15 +29,15 @@ VERDICT_HEAD = ("configuration", "metric", "ratio (cell / baseline)", "95% CI", 
 
 
 def title(metric: str) -> str:
-    return stats.METRIC_INFO[metric][1]
+    return BY_NAME[metric].title
 
 
-def column_title(metric: str, name: str | None = None) -> str:
-    """A column of a metric's values: its name (or a shorter one), with the unit where the values print
+def column_title(metric: str, short: bool = False) -> str:
+    """A column of a metric's values: its title (or short label), with the unit where the values print
     none ("generator CPU (cores)")."""
-    unit = stats.METRIC_INFO[metric][2]
-    name = name or title(metric)
-    return f"{name} ({unit})" if unit in fmt.BARE_UNITS else name
+    m = BY_NAME[metric]
+    name = m.label if short else m.title
+    return f"{name} ({m.unit})" if m.unit in fmt.BARE_UNITS else name
 
 
 def pinning_text(meta: dict[str, Any]) -> str:
@@ -169,9 +153,10 @@ def aa_mark(s: Summary, cell: str) -> str:
 
 
 def short_columns(s: Summary) -> list[str]:
-    """The ranking metric first, then the other SHORT metrics that some cell measured."""
+    """The ranking metric first, then the other metrics with a column (xferbench/metrics.py) that some cell
+    measured."""
     present = set(s.present_metrics())
-    return [s.rank_metric] + [m for m in SHORT if m in present and m != s.rank_metric]
+    return [s.rank_metric] + [m.name for m in METRICS if m.column and m.name in present and m.name != s.rank_metric]
 
 
 def capacity_text(s: Summary, c: CellSummary) -> str:
@@ -185,7 +170,7 @@ def has_capacity(s: Summary) -> bool:
 
 
 def write_csv(s: Summary, path: Path) -> None:
-    metrics = [m for m, *_ in stats.METRICS]
+    metrics = [m.name for m in METRICS]
     head = ["cell", "server", "transport", "runs_ok", "runs_failed"]
     for m in metrics:
         head += [
@@ -197,7 +182,7 @@ def write_csv(s: Summary, path: Path) -> None:
             f"{m}_ratio_ci_hi",
             f"{m}_verdict",
         ]
-        if m in stats.RANKED:
+        if m in RANKED:
             head += [f"{m}_p", f"{m}_floor"]
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
@@ -211,7 +196,7 @@ def write_csv(s: Summary, path: Path) -> None:
                     line += ["", "", "", ""]
                 else:
                     line += [_n(cmp_.ratio), _n(cmp_.lo), _n(cmp_.hi), cmp_.verdict]
-                if m in stats.RANKED:
+                if m in RANKED:
                     p = cmp_.p if cmp_ is not None and c.name != s.baseline else None
                     line += [_n(p), _n(s.floors.get(m))]
             w.writerow(line)
@@ -274,7 +259,7 @@ def markdown(s: Summary) -> str:
     out.append("|---|---|---|" + "---:|" * (len(cols) + 1) + ("---|" if cap else ""))
     for i, c in enumerate(s.ranked(), 1):
         runs = f"{c.n_ok}" + (f" ({c.n_failed} failed)" if c.n_failed else "")
-        vals = [fmt.estimate(c.est[m], stats.METRIC_INFO[m][2]) for m in cols]
+        vals = [fmt.estimate(c.est[m], BY_NAME[m].unit) for m in cols]
         vs = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
         row = [str(i), f"`{c.name}`", runs, vals[0], vs, *vals[1:]] + ([capacity_text(s, c)] if cap else [])
         out.append("| " + " | ".join(row) + " |")
