@@ -76,23 +76,24 @@ fuzz-replay:
 	$(MAKE) -C servers/c fuzz-replay
 
 # The fast suite (README): every phase timed, a table at the end, the slowest tests printed by pytest.
-test: build
+test: build containers
 	@bash scripts/test.sh fast
 
 # What must stay long: the full quick experiment, the 40 s ramp, the full soak, fuzz exploration, the compose
 # stack and the fresh-machine check.
-test-slow: build
+test-slow: build containers
 	@bash scripts/test.sh slow
 
 # The newcomer's path in a pristine container from the debootstrap base: bootstrap, build, a smoke test.
 fresh-check: containers
 	$(PY) scripts/fresh_check.py
 
-# The Docker path (docs/EXPERIMENTS.md, "Servers in containers"): an engine and the debootstrap base image, cached under build/podman/.
-# One-time and slow (debootstrap): in `make test`, never in `make run`'s path. Says why in one line when it
+# The Docker path (docs/EXPERIMENTS.md, "Servers in containers"): an engine, the debootstrap base image (cached
+# under build/podman/) and the project's images. One-time and slow (debootstrap, image builds): set-up for
+# `make test`, timed apart from it, never in `make run`'s path. Says why in one line when it
 # cannot, and lets the rest run (the container tests then fail with that reason).
-containers: setup
-	$(PY) -m xferbench.containers
+containers: build
+	@t0=$$SECONDS; $(PY) -m xferbench.containers; echo "containers: $$((SECONDS - t0))s"
 
 run: build
 	$(VENV)/bin/xferbench run $(EXPERIMENT)

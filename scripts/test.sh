@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test` (fast) and `make test-slow` (slow): every phase runs, each is timed, and a table at the end says
-# how long each took and which failed. The exit status is non-zero when any phase failed. Setup and build are
-# done by make before this script and timed by it apart (bootstrap prints its own time).
+# how long each took and which failed. The exit status is non-zero when any phase failed. Setup, build and the
+# container images are done by make before this script and timed apart (bootstrap, build and containers each
+# print their own time).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,7 +34,6 @@ pytest_marked() {
 case "$suite" in
   fast)
     phase lint make --no-print-directory lint
-    phase containers make --no-print-directory containers
     phase go-test make --no-print-directory test-go
     phase c-test make --no-print-directory test-c
     phase fuzz-replay make --no-print-directory fuzz-replay
@@ -41,7 +41,6 @@ case "$suite" in
     phase pytest pytest_marked "not slow" fast
     ;;
   slow)
-    phase containers make --no-print-directory containers
     phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=30 GO_FUZZ_EXECS=30000  # bounded for CI
     phase pytest-slow pytest_marked slow slow
     phase fresh-check make --no-print-directory fresh-check
