@@ -36,9 +36,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 ALPHA = 0.05  # family-wise rate of false verdicts in one report
 LEVEL = 0.95  # the level of every printed interval
@@ -57,6 +57,14 @@ ZERO_BASE = "baseline is zero"
 DIAGNOSTIC = "diagnostic: no verdict"  # a figure of the instrument (xferbench/metrics.py), never judged
 
 
+def _student_t() -> Any:
+    """scipy's Student t, imported when first needed: importing scipy.stats costs about a second of CPU,
+    which every `xferbench` command (help, list, an argument error) would otherwise pay."""
+    from scipy import stats
+
+    return stats.t
+
+
 def _clean(xs: Sequence[float | None]) -> np.ndarray:
     return np.array([x for x in xs if _ok(x)], dtype=float)
 
@@ -66,7 +74,7 @@ def _ok(x: float | None) -> bool:
 
 
 def _tq(level: float, df: float) -> float:
-    return float(sps.t.ppf(0.5 + level / 2, df))
+    return float(_student_t().ppf(0.5 + level / 2, df))
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,7 @@ def _compare(
         if abs(diff) <= NO_SPREAD_LOG:
             return Comparison(1.0, 1.0, 1.0, SAME, na, nb, 1.0, 0.0, df, paired)
         return Comparison(math.exp(diff), None, None, NO_SPREAD, na, nb, paired=paired)
-    p = float(2 * sps.t.sf(abs(diff) / se, df))
+    p = float(2 * _student_t().sf(abs(diff) / se, df))
     half = _tq(level, df) * se
     lo, hi = math.exp(diff - half), math.exp(diff + half)
     verdict = SAME
