@@ -30,10 +30,17 @@ def test_without_podman_the_reason_names_it(monkeypatch: pytest.MonkeyPatch, tmp
 def test_the_engine_answers_and_runs_a_limited_container(client: docker.DockerClient) -> None:
     """The limits and ulimits every server container gets, seen from inside one."""
     assert client.ping()
-    out = client.containers.run(
+    # Detached, then waited for and read: an attached run follows the log stream, and Podman's API can leave
+    # that stream open after a container that exits at once has gone (a run that hung here for 300 s).
+    container = client.containers.run(
         base.ensure_base(client), ["sh", "-c", "cat /proc/self/limits /sys/fs/cgroup/memory/memory.limit_in_bytes"],
-        remove=True, mem_limit=64 << 20, ulimits=base.ulimits(), labels={"io.xferbench.owner": "test"},
-    ).decode().splitlines()
+        detach=True, mem_limit=64 << 20, ulimits=base.ulimits(), labels={"io.xferbench.owner": "test"},
+    )
+    try:
+        assert container.wait(timeout=60)["StatusCode"] == 0
+        out = container.logs(stdout=True, stderr=False).decode().splitlines()
+    finally:
+        container.remove(force=True)
     limits = {ln[:26].strip(): ln[26:].split()[:2] for ln in out if ln.startswith("Max ")}
     soft_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert limits["Max open files"] == [str(min(base.WANT_NOFILE, soft_nofile))] * 2
