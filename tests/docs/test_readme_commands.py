@@ -144,6 +144,9 @@ def test_client_commands_work_as_written(servers: dict[str, RunningServer], tmp_
     assert (tmp_path / "b.bin").stat().st_size == 10485760
 
 
+# In make test-slow (20 s, one stack per `up` line); make test keeps up/status/down in tests/deploy/test_static.py
+# and tests/runner/test_stack.py.
+@pytest.mark.slow
 def test_stack_commands_work_as_written(tmp_path: Path) -> None:
     """Each `stack up` line, then `status` and `down`, on a private folder and a free port."""
     private = ["--dir", str(tmp_path)]

@@ -63,6 +63,8 @@ def _innermost_user_frame(stack: str) -> str:
     return ""
 
 
+# In make test-slow (20 s: two profiled rounds): make test keeps perf's path on xferd-c with the pool test below.
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_xferd_c_glibc_small_echo_has_an_allocator_share(tmp_path: Path) -> None:
     text = C_HEAD + '[[servers]]\nserver = "xferd-c"\n[servers.flags]\nalloc = "glibc"\n'

@@ -1,12 +1,12 @@
 """The soak's leak check through `xferbench run` against the real servers and Locust, with tests that can fail.
 
-Fast (about 20 s each): a workload that really grows must say LEAK?, and the same workload once it has
-stopped growing must say ok. The growth is real, not a test knob: every Locust upload user stores its file
-under a name of its own in the memory store (each overwrite replaces it), so users that keep being spawned
-through the measured window make the store, the live heap and RSS grow with them, while users all spawned
-before the window leave a store that stays the same size. Both runs are shorter than soak.MIN_TAIL_S, so
-their whole window is judged; every soak field is in runs.jsonl, the series is written, the counts come back,
-and the report carries the soak line.
+Short (about 20 s each): a workload that really grows must say LEAK? (in make test), and the same workload
+once it has stopped growing must say ok (in make test-slow, for both servers). The growth is real, not a test
+knob: every Locust upload user stores its file under a name of its own in the memory store (each overwrite
+replaces it), so users that keep being spawned through the measured window make the store, the live heap and
+RSS grow with them, while users all spawned before the window leave a store that stays the same size. Both
+runs are shorter than soak.MIN_TAIL_S, so their whole window is judged; every soak field is in runs.jsonl, the
+series is written, the counts come back, and the report carries the soak line.
 
 Slow (about 3.5 minutes): a soak at experiments/soak.toml's rate and mix whose store fills during the first
 half of the measured window and then stays full, the shape of a pool or a cache that settles after the
@@ -101,6 +101,9 @@ def test_a_store_that_keeps_growing_says_leak(tmp_path: Path) -> None:
     assert "LEAK?" in out
 
 
+# In make test-slow: 35 s for both servers, and make test keeps the soak's whole path (series, verdict, reports)
+# with the LEAK? run above.
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("server", ["xferd-go", "xferd-c"])
 def test_the_same_store_once_full_says_ok(tmp_path: Path, server: str) -> None:
