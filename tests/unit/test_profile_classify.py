@@ -112,3 +112,20 @@ def test_perf_script_output_folds_leaf_last() -> None:
         "mem_alloc (xferd-c);[unknown] ([kernel.kallsyms])": 1,
     }
     assert attribute(folded).counts["allocator"] == 3
+
+
+def test_perf_script_inlined_frames_take_the_object_they_were_inlined_into() -> None:
+    lines = [
+        "\t          10a974 __libc_recv (/usr/lib/x86_64-linux-gnu/libc.so.6)",
+        "\t           14d17 conn_read (inlined)",
+        "\t           14d17 conn_wants (inlined)",
+        "\t           14d17 loop_main (/work/build/bin/xferd-c)",
+        "\t           891f4 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)",
+        "",
+        "\t           14d17 tail_frame (inlined)",
+    ]
+    assert perf.fold(lines) == {
+        "start_thread (libc.so.6);loop_main (xferd-c);conn_wants (xferd-c);conn_read (xferd-c);"
+        "__libc_recv (libc.so.6)": 1,
+        "tail_frame (inlined)": 1,  # nothing after it to take an object from: left as perf wrote it
+    }
