@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,12 @@ from rich.console import Console
 from rich.table import Table
 
 from py_client.durations import DURATION_HELP, parse_duration
-from xferbench import cost, experiment, export, stack, stats
+from xferbench import cost, experiment, export, runmeta, stack, stats
 from xferbench.metrics import BY_NAME, RANKED
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError, summarize
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 
 EXIT_INTERRUPTED = 130
 EXIT_SOME_RUNS_FAILED = 3  # `xferbench run`: the report exists, but some runs failed (all failed: 1)
@@ -30,7 +30,7 @@ def _console() -> Console:
     return c
 
 
-def ranked_comparisons(meta: dict[str, Any], rows: list[RunRow]) -> tuple[str, list[stats.Comparison]]:
+def ranked_comparisons(meta: RunMeta, rows: list[RunRow]) -> tuple[str, list[stats.Comparison]]:
     """--until-ci's question after each round, answered by the report's summary: the rank metric and each
     cell's comparison with the baseline on it (runner.UntilCI.ranked)."""
     s = summarize(meta, rows)
@@ -142,9 +142,9 @@ def _config_differences(a_dir: Path, b_dir: Path, pairs: list[tuple[str, CellSum
                         ) -> dict[str, list[str]]:
     """Fields of each paired cell's server and load configuration that differ between two runs: a ratio
     between runs of different loads is no measure of the server, so compare says so."""
-    def configs(d: Path) -> dict[str, object]:
-        path = d / "experiment.json"
-        return json.loads(path.read_text()).get("cell_configs", {}) if path.exists() else {}
+    def configs(d: Path) -> dict[str, dict[str, Any]]:
+        path = d / runmeta.FILE
+        return runmeta.load(path).cell_configs if path.exists() else {}
 
     ca, cb = configs(a_dir), configs(b_dir)
     out: dict[str, list[str]] = {}

@@ -141,7 +141,7 @@ def _figure(metric: str, value: float | None) -> str:
 
 def final_table(s: Summary) -> Group:
     """The terminal report: the header lines, the verdict table, then the ranking (summary.md has the CIs)."""
-    parts: list[Text | Table] = [Text(s.meta.get("experiment", ""), style="bold")]
+    parts: list[Text | Table] = [Text(s.meta.experiment, style="bold")]
     for label, text in tables.header(s):
         if label != "Method":  # summary.md and report.html carry the method
             parts.append(Text.assemble((f"{label}: ", "bold"), text))

@@ -38,6 +38,7 @@ from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
 from xferbench.process import READY_TIMEOUT_S, Server, ServerStartError, free_port, kill_all
 from xferbench.progress_protocol import NullProgress
 from xferbench.row import RunRow
+from xferbench.runmeta import FILE, Machine, Network, Pinning, RunMeta, SoakGoal, UntilCIState
 from xferbench.scrape import Snapshot, scrape
 from xferbench.sources import MetricsSource, ScrapeSource
 from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
@@ -74,14 +75,9 @@ def utc_stamp() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def machine_info() -> dict[str, Any]:
-    return {
-        "hostname": platform.node(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "mem_bytes": psutil.virtual_memory().total,
-    }
+def machine_info() -> Machine:
+    return Machine(platform.node(), platform.platform(), platform.python_version(), os.cpu_count(),
+                   psutil.virtual_memory().total)
 
 
 def _self_cpu() -> float:
@@ -112,7 +108,7 @@ def _install_sigterm() -> signal.Handlers | Callable[[int, FrameType | None], An
 
 
 # The run so far (its meta and rows) → the rank metric and each cell's comparison with the baseline on it.
-Ranked = Callable[[dict[str, Any], list[RunRow]], tuple[str, list[stats.Comparison]]]
+Ranked = Callable[[RunMeta, list[RunRow]], tuple[str, list[stats.Comparison]]]
 
 
 @dataclass(frozen=True)
@@ -142,7 +138,7 @@ def sweep(
     (run_dir / "timeseries").mkdir(exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
     meta = _meta(exp, source)
-    (run_dir / "experiment.json").write_text(json.dumps(meta, indent=2))
+    meta.write(run_dir / FILE)
     rows: list[RunRow] = []
     interrupted = False
     old = _install_sigterm()
@@ -181,10 +177,10 @@ def sweep(
         if old is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, old)
-        meta["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
-        meta["interrupted"] = interrupted
-        meta["rounds"] = max((r.repeat for r in rows), default=0)
-        (run_dir / "experiment.json").write_text(json.dumps(meta, indent=2))
+        meta.finished_at = dt.datetime.now(dt.UTC).isoformat()
+        meta.interrupted = interrupted
+        meta.rounds = max((r.repeat for r in rows), default=0)
+        meta.write(run_dir / FILE)
     return SweepResult(run_dir, rows, interrupted)
 
 
@@ -273,51 +269,51 @@ def _interrupted_row(exp: Experiment, run: Run, source: MetricsSource) -> RunRow
     return row
 
 
-def _meta(exp: Experiment, source: MetricsSource) -> dict[str, Any]:
+def _meta(exp: Experiment, source: MetricsSource) -> RunMeta:
     pin = exp.pinning
-    return {
-        "experiment": exp.name,
-        "description": exp.description,
-        "path": str(exp.path) if exp.path else None,
-        "repeats": exp.repeats,
-        "warmup_s": exp.warmup_s,
-        "baseline": exp.baseline,
-        "aa_cell": exp.aa_cell,
-        "duet": exp.duet,
-        "alpha": exp.alpha,
-        "soak": {"growth_max": exp.soak.growth_max, "held_slack": exp.soak.held_slack} if exp.soak else None,
-        "order_seed": ORDER_SEED,
-        "pinning": {"mode": pin.mode, "server": list(pin.server), "generator": list(pin.generator), "text": pin.describe()},
-        "cells": [c.name for c in exp.cells],
-        "cell_configs": {c.name: c.config() for c in exp.cells},
-        "source": source.name,
-        "started_at": dt.datetime.now(dt.UTC).isoformat(),
-        "machine": machine_info(),
-        "network": exp.network.to_json() if exp.network else None,
-        "profile": exp.profile,
-        "backend": exp.backend,
-    }
+    return RunMeta(
+        experiment=exp.name,
+        description=exp.description,
+        path=str(exp.path) if exp.path else None,
+        repeats=exp.repeats,
+        warmup_s=exp.warmup_s,
+        baseline=exp.baseline,
+        aa_cell=exp.aa_cell,
+        duet=exp.duet,
+        alpha=exp.alpha,
+        soak=SoakGoal(exp.soak.growth_max, exp.soak.held_slack) if exp.soak else None,
+        order_seed=ORDER_SEED,
+        pinning=Pinning(pin.mode, list(pin.server), list(pin.generator), pin.describe()),
+        cells=[c.name for c in exp.cells],
+        cell_configs={c.name: c.config() for c in exp.cells},
+        source=source.name,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+        machine=machine_info(),
+        network=Network(**exp.network.to_json()) if exp.network else None,
+        profile=exp.profile,
+        backend=exp.backend,
+    )
 
 
-def _more_rounds(meta: dict[str, Any], rows: list[RunRow], until: UntilCI | None, repeat: int,
+def _more_rounds(meta: RunMeta, rows: list[RunRow], until: UntilCI | None, repeat: int,
                  elapsed_s: float) -> bool:
-    """Whether --until-ci wants another round; records the answer and why in meta["until_ci"]."""
+    """Whether --until-ci wants another round; records the answer and why in meta.until_ci."""
     if until is None:
         return False
     metric, comparisons = until.ranked(meta, rows)
     widths = [ci_half_width(c) for c in comparisons]
     widest = max((w for w in widths if w is not None), default=None)
     per_round = elapsed_s / (repeat - 1)
-    state = {"target": until.target, "budget_s": until.budget_s, "widest": widest, "rounds": repeat - 1,
-             "metric": metric}
+
+    def stop(met: bool, why: str) -> bool:
+        meta.until_ci = UntilCIState(until.target, until.budget_s, widest, repeat - 1, metric, met, why)
+        return False
+
     if widths and all(w is not None and w <= until.target for w in widths):
-        meta["until_ci"] = {**state, "met": True, "why": "every ranked interval is within the target"}
-        return False
+        return stop(True, "every ranked interval is within the target")
     if elapsed_s + per_round > until.budget_s or repeat > until.max_repeats:
-        meta["until_ci"] = {**state, "met": False,
-                            "why": "the budget would be exceeded by another round" if repeat <= until.max_repeats
-                            else f"{until.max_repeats} rounds reached"}
-        return False
+        return stop(False, "the budget would be exceeded by another round" if repeat <= until.max_repeats
+                    else f"{until.max_repeats} rounds reached")
     return True
 
 

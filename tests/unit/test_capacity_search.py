@@ -6,6 +6,7 @@ from __future__ import annotations
 from xferbench import capacity
 from xferbench.cli import ranked_comparisons
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 from xferbench.runner import UntilCI, _more_rounds, ci_half_width
 from xferbench.stats import compare
 
@@ -74,7 +75,7 @@ def _rows(values: dict[str, list[float]]) -> list[RunRow]:
 
 
 OPEN = {"load": {"mode": "open"}}
-META = {"baseline": "a", "cells": ["a", "b"], "cell_configs": {"a": OPEN, "b": OPEN}}
+META = {"experiment": "x", "baseline": "a", "cells": ["a", "b"], "cell_configs": {"a": OPEN, "b": OPEN}}
 
 
 def _until(budget_s: float) -> UntilCI:
@@ -84,18 +85,19 @@ def _until(budget_s: float) -> UntilCI:
 
 def test_until_ci_adds_rounds_while_the_interval_is_wide_and_time_is_left() -> None:
     wide = _rows({"a": [1.0, 1.2, 0.9], "b": [1.1, 0.9, 1.2]})
-    meta = dict(META)
+    meta = RunMeta.from_json(META)
     assert _more_rounds(meta, wide, _until(600), repeat=4, elapsed_s=60)
     assert _more_rounds(meta, wide, _until(70), repeat=4, elapsed_s=60) is False
-    assert meta["until_ci"]["met"] is False and "budget" in meta["until_ci"]["why"]
+    assert meta.until_ci is not None and meta.until_ci.met is False and "budget" in meta.until_ci.why
 
 
 def test_until_ci_stops_once_every_ranked_interval_is_narrow() -> None:
     # b = 1.1 x a to within 0.1% in every round (identical ratios would be no measure of noise: NO_SPREAD)
     narrow = _rows({"a": [1.0, 1.1, 0.9], "b": [1.1, 1.2109, 0.9895]})
-    meta = dict(META)
+    meta = RunMeta.from_json(META)
     assert _more_rounds(meta, narrow, _until(600), repeat=4, elapsed_s=60) is False
-    assert meta["until_ci"]["met"] is True and meta["until_ci"]["widest"] < 0.05
+    until = meta.until_ci
+    assert until is not None and until.met is True and until.widest is not None and until.widest < 0.05
 
 
 def test_ci_half_width_reads_a_ratio_interval_on_the_log_scale() -> None:
@@ -110,7 +112,7 @@ def test_the_report_header_says_whether_until_ci_met_its_target() -> None:
     from xferbench.report.summary import summarize
 
     wide = _rows({"a": [1.0, 1.2, 0.9], "b": [1.1, 0.9, 1.2]})
-    meta = dict(META)
+    meta = RunMeta.from_json(META)
     assert _more_rounds(meta, wide, _until(70), repeat=4, elapsed_s=60) is False
     lines = dict(tables.header(summarize(meta, wide)))
     assert lines["Until CI"].startswith("target ±5% on server CPU per request: not met after 3 rounds")

@@ -14,6 +14,7 @@ from xferbench import stats
 from xferbench.metrics import BY_NAME, METRICS, RANKED, Metric
 from xferbench.report import summary, tables
 from xferbench.row import FIELD_NAMES, RunRow
+from xferbench.runmeta import RunMeta
 
 # Numeric RunRow fields that are not summarised across repeats, and why. A new numeric field must be added to
 # the metric table or here, so that no figure is measured and silently left out of the reports.
@@ -102,8 +103,8 @@ def _rows() -> list[RunRow]:
 
 
 def _summary() -> summary.Summary:
-    meta = {"baseline": "a", "cells": list(CELLS), "aa_cell": "a (A/A)",
-            "cell_configs": {n: {"load": {"mode": "open"}} for n in CELLS}}
+    meta = RunMeta(experiment="x", baseline="a", cells=list(CELLS), aa_cell="a (A/A)",
+                   cell_configs={n: {"load": {"mode": "open"}} for n in CELLS})
     return summary.summarize(meta, _rows())
 
 

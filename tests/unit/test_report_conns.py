@@ -9,11 +9,12 @@ from typing import Any
 from xferbench.report import conns, html, tables
 from xferbench.report.summary import summarize
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 
 
-def _meta(load: dict[str, Any]) -> dict[str, Any]:
-    return {"cells": ["A", "B"], "baseline": "A",
-            "cell_configs": {c: {"server": "xferd-go", "transport": "frame", "load": load} for c in "AB"}}
+def _meta(load: dict[str, Any]) -> RunMeta:
+    return RunMeta(experiment="x", cells=["A", "B"], baseline="A",
+                   cell_configs={c: {"server": "xferd-go", "transport": "frame", "load": load} for c in "AB"})
 
 
 def _rows(strategies: dict[str, str | None], time_wait: int = 0) -> list[RunRow]:

@@ -18,6 +18,7 @@ from xferbench import growth, soak
 from xferbench.report import soak as report_soak
 from xferbench.report import summary, tables
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 from xferbench.scrape import Snapshot
 
 GOAL = xe.Soak(growth_max=0.05, held_slack=2)
@@ -83,8 +84,9 @@ def test_report_line() -> None:
 
 
 def test_a_soak_report_ranks_nothing_and_lists_each_run() -> None:
-    meta = {"experiment": "s", "cells": ["a", "b"], "baseline": "a", "soak": {"growth_max": 0.05, "held_slack": 2},
-            "warmup_s": 120, "cell_configs": {n: {"load": {"mode": "open"}} for n in "ab"}}
+    meta = RunMeta.from_json({"experiment": "s", "cells": ["a", "b"], "baseline": "a",
+                              "soak": {"growth_max": 0.05, "held_slack": 2}, "warmup_s": 120,
+                              "cell_configs": {n: {"load": {"mode": "open"}} for n in "ab"}})
     rows = [
         row("b", "xferd-c", server_cpu_per_request_s=1e-3, **C, soak_verdict=soak.OK, soak_flags=[]),
         row("a", "xferd-go", server_cpu_per_request_s=2e-3, **{**GO, "soak_rss_growth": 0.3},

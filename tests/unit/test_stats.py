@@ -18,6 +18,7 @@ from xferbench import stats
 from xferbench.metrics import RANKED
 from xferbench.report import summary
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 
 T975_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # Student t quantile, df = 2, in closed form: 4.3027
 
@@ -344,12 +345,13 @@ def _noise_model(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-META: dict[str, Any] = {
-    "cells": ["A", "B"],
-    "baseline": "A",
-    "alpha": stats.ALPHA,
-    "cell_configs": {c: {"server": "xferd-go", "transport": "grpc", "load": {"mode": "open"}} for c in "AB"},
-}
+META = RunMeta(
+    experiment="simulated",
+    cells=["A", "B"],
+    baseline="A",
+    alpha=stats.ALPHA,
+    cell_configs={c: {"server": "xferd-go", "transport": "grpc", "load": {"mode": "open"}} for c in "AB"},
+)
 
 
 def _rows(model: dict[str, Any], logs: dict[str, np.ndarray], factor: float = 1.0) -> list[RunRow]:

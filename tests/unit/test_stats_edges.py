@@ -15,6 +15,7 @@ import pytest
 from xferbench import stats
 from xferbench.report import summary
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 
 INF = float("inf")
 
@@ -141,7 +142,8 @@ def test_an_infinite_figure_in_a_run_row_does_not_poison_the_report() -> None:
             for r, v in enumerate(base)]
     rows += [RunRow("b", "xferd-c", "frame", repeat=r + 1, pair=f"r{r + 1}", server_cpu_per_request_s=v)
              for r, v in enumerate(other)]
-    meta = {"baseline": "a", "cells": ["a", "b"], "cell_configs": {n: {"load": {"mode": "open"}} for n in "ab"}}
+    meta = RunMeta(experiment="x", baseline="a", cells=["a", "b"],
+                   cell_configs={n: {"load": {"mode": "open"}} for n in "ab"})
     s = summary.summarize(meta, rows)
     (v,) = [v for v in s.verdicts if v.metric == "server_cpu_per_request_s"]
     _no_nan(v.comparison)
@@ -177,7 +179,8 @@ def test_the_report_pairs_by_round_so_a_missing_round_is_no_error() -> None:
             for r, v in ((1, 1.0), (2, 1.1), (3, 0.9), (4, 1.0))]
     rows += [RunRow("b", "xferd-c", "frame", repeat=r, pair=f"r{r}", server_cpu_per_request_s=v)
              for r, v in ((1, 1.2), (3, 1.0), (4, 1.25))]
-    meta = {"baseline": "a", "cells": ["a", "b"], "cell_configs": {n: {"load": {"mode": "open"}} for n in "ab"}}
+    meta = RunMeta(experiment="x", baseline="a", cells=["a", "b"],
+                   cell_configs={n: {"load": {"mode": "open"}} for n in "ab"})
     s = summary.summarize(meta, rows)
     c = next(c for c in s.cells if c.name == "b").vs_base["server_cpu_per_request_s"]
     assert c.n_a == c.n_b == 3

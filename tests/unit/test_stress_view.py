@@ -10,6 +10,7 @@ from typing import Any
 from xferbench.report import stress
 from xferbench.report.summary import Summary
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta
 
 MIB = 1 << 20
 
@@ -34,7 +35,7 @@ def summary() -> Summary:
                           {"users": 500, "note": "no scrape of the generator showed all 500 users running"}]),
         RunRow(cell="go/frame/100KiB", server="xferd-go", transport="frame", repeat=2, status="failed"),
     ]
-    return Summary(meta={"experiment": "netrpc-stress"}, rows=rows, cells=[], baseline="go/frame/100KiB")
+    return Summary(meta=RunMeta(experiment="netrpc-stress", cells=[]), rows=rows, cells=[], baseline="go/frame/100KiB")
 
 
 def test_points_are_medians_by_size_then_users() -> None:
@@ -71,6 +72,7 @@ def test_chart_has_a_line_per_size_in_every_panel_and_a_file(tmp_path: Path) -> 
     assert list(mibs[1].marker.symbol) == ["circle", "x"]  # the saturated level is a cross
     assert stress.write_chart(summary(), tmp_path / "stress.html")
     assert "reconnects per s" in (tmp_path / "stress.html").read_text()
-    empty = Summary(meta={}, rows=[RunRow(cell="c", server="xferd-go", transport="frame")], cells=[], baseline="c")
+    empty = Summary(meta=RunMeta(experiment="", cells=[]), rows=[RunRow(cell="c", server="xferd-go", transport="frame")],
+                    cells=[], baseline="c")
     assert stress.figure(empty) is None and not stress.write_chart(empty, tmp_path / "none.html")
     assert stress.markdown(empty) == [] and stress.html(empty, include_plotlyjs=False) == ""

@@ -20,6 +20,7 @@ from xferbench import figures, stats
 from xferbench.metrics import BY_NAME, METRICS
 from xferbench.report import conns, containers, cpu, fmt, soak, stress, tables
 from xferbench.report.summary import Summary
+from xferbench.runmeta import Machine
 
 # Time-series panels, in this order, for the columns of figures.SERIES_COLUMNS that hold data.
 SERIES = (
@@ -286,7 +287,7 @@ def _series(s: Summary, run_dir: Path, colors: dict[str, str], soak_series: bool
         horizontal_spacing=0.08,
     )
     shown: set[str] = set()
-    warm = s.meta.get("warmup_s")
+    warm = s.meta.warmup_s
     for i, (col, _) in enumerate(panels):
         row, pcol = i // SERIES_COLS + 1, i % SERIES_COLS + 1
         for cell in (c.name for c in s.cells):
@@ -352,21 +353,21 @@ def render(s: Summary, run_dir: Path) -> str:
     meta = s.meta
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>xferbench: "
-        f"{h.escape(str(meta.get('experiment', '')))}</title><style>{CSS}</style></head><body>",
-        f"<h1>xferbench — {h.escape(str(meta.get('experiment', '?')))}</h1>",
+        f"{h.escape(meta.experiment)}</title><style>{CSS}</style></head><body>",
+        f"<h1>xferbench — {h.escape(meta.experiment or '?')}</h1>",
         _header(s),
     ]
-    if meta.get("description"):
-        parts.append(f"<p>{h.escape(meta['description'])}</p>")
-    mach = meta.get("machine") or {}
+    if meta.description:
+        parts.append(f"<p>{h.escape(meta.description)}</p>")
+    mach = meta.machine or Machine()
     parts.append(
-        f"<p class='note'>Started {h.escape(str(meta.get('started_at', '?')))} on "
-        f"{h.escape(str(mach.get('hostname', '?')))} ({mach.get('cpus', '?')} CPUs); "
-        f"{meta.get('repeats', '?')} repeats interleaved; {meta.get('warmup_s', '?')} s warm-up discarded; "
-        f"server figures from {h.escape(str(meta.get('source', 'scrape')))}. Baseline: "
+        f"<p class='note'>Started {h.escape(tables.unknown(meta.started_at))} on "
+        f"{h.escape(tables.unknown(mach.hostname))} ({tables.unknown(mach.cpus)} CPUs); "
+        f"{tables.unknown(meta.repeats)} repeats interleaved; {tables.unknown(meta.warmup_s)} s warm-up discarded; "
+        f"server figures from {h.escape(meta.source)}. Baseline: "
         f"<code>{h.escape(s.baseline)}</code>.</p>"
     )
-    if meta.get("interrupted"):
+    if meta.interrupted:
         parts.append("<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>")
     if soak.is_soak(s):
         parts.append(_soak(s))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from xferbench.report.summary import Summary
 from xferbench.row import RunRow
+from xferbench.runmeta import SoakGoal
 from xferbench.soak import LEAK
 
 NO_RANKING = (
@@ -24,16 +25,16 @@ class Line:
 
 
 def is_soak(s: Summary) -> bool:
-    return bool(s.meta.get("soak"))
+    return s.meta.soak is not None
 
 
 def goal_text(s: Summary) -> str:
-    g = s.meta.get("soak") or {}
+    g = s.meta.soak or SoakGoal()
     return (
-        f"{NO_RANKING}: RSS and live heap grow at most {g.get('growth_max', 0.05) * 100:g}% over the last third of "
+        f"{NO_RANKING}: RSS and live heap grow at most {g.growth_max * 100:g}% over the last third of "
         f"the measured window, at least 30 s of it (Theil-Sen line, docs/DESIGN.md), and "
         f"descriptors and goroutines (xferd-go) or threads (xferd-c) return to their idle count "
-        f"± {g.get('held_slack', 2)} after it; \"LEAK?\" marks a run over the goal"
+        f"± {g.held_slack} after it; \"LEAK?\" marks a run over the goal"
     )
 
 

@@ -205,6 +205,6 @@ def write_chart(s: Summary, path: Path) -> bool:
     fig = figure(s)
     if fig is None:
         return False
-    fig.update_layout(title_text=f"{s.meta.get('experiment', '')}: stress matrix (median of repeats)")
+    fig.update_layout(title_text=f"{s.meta.experiment}: stress matrix (median of repeats)")
     fig.write_html(path, include_plotlyjs=True, full_html=True)
     return True

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from xferbench import stats
+from xferbench import runmeta, stats
 from xferbench.figures import GEN_SATURATED_CORES
 from xferbench.metrics import BY_NAME, METRICS, RANKED
 from xferbench.row import RunRow
+from xferbench.runmeta import RunMeta, RunMetaError
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Verdict:
 
 @dataclass
 class Summary:
-    meta: dict[str, Any]
+    meta: RunMeta
     rows: list[RunRow]
     cells: list[CellSummary]
     baseline: str
@@ -50,7 +50,7 @@ class Summary:
     alpha: float = stats.ALPHA
 
     def ranked(self, metric: str | None = None) -> list[CellSummary]:
-        if self.meta.get("soak"):
+        if self.meta.soak:
             return list(self.cells)  # a soak ranks nothing: the experiment's order
         metric = metric or self.rank_metric
         higher = BY_NAME[metric].better == "higher"
@@ -72,7 +72,7 @@ class Summary:
 
     @property
     def aa_cell(self) -> str | None:
-        name = self.meta.get("aa_cell")
+        name = self.meta.aa_cell
         return name if any(c.name == name for c in self.cells) else None
 
     def floor_text(self) -> str:
@@ -92,9 +92,13 @@ class RunDirError(ValueError):
     """A run directory whose runs.jsonl cannot be read; the message names the file and line."""
 
 
-def read_run(run_dir: Path) -> tuple[dict[str, Any], list[RunRow]]:
-    meta_path = run_dir / "experiment.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+def read_run(run_dir: Path) -> tuple[RunMeta, list[RunRow]]:
+    meta_path = run_dir / runmeta.FILE
+    try:
+        # A run directory without one still reports its rows, under no name.
+        meta = runmeta.load(meta_path) if meta_path.exists() else RunMeta(experiment="", cells=[])
+    except RunMetaError as e:
+        raise RunDirError(str(e)) from None
     path = run_dir / "runs.jsonl"
     rows = []
     with open(path, encoding="utf-8") as f:
@@ -108,8 +112,8 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], list[RunRow]]:
     return meta, rows
 
 
-def _cells(meta: dict[str, Any], rows: list[RunRow]) -> dict[str, CellSummary]:
-    order: list[str] = list(meta.get("cells") or [])
+def _cells(meta: RunMeta, rows: list[RunRow]) -> dict[str, CellSummary]:
+    order: list[str] = list(meta.cells)
     for r in rows:
         if r.cell not in order:
             order.append(r.cell)
@@ -117,7 +121,7 @@ def _cells(meta: dict[str, Any], rows: list[RunRow]) -> dict[str, CellSummary]:
     for name in order:
         first = next((r for r in rows if r.cell == name), None)
         if first is None:
-            cfg = (meta.get("cell_configs") or {}).get(name, {})
+            cfg = meta.cell_config(name)
             cells[name] = CellSummary(name, cfg.get("server", "?"), cfg.get("transport", "?"), {})
         else:
             cells[name] = CellSummary(name, first.server, first.transport, first.axes)
@@ -142,15 +146,15 @@ def _cells(meta: dict[str, Any], rows: list[RunRow]) -> dict[str, CellSummary]:
     return cells
 
 
-def rank_metric(meta: dict[str, Any], rows: list[RunRow]) -> tuple[str, str]:
+def rank_metric(meta: RunMeta, rows: list[RunRow]) -> tuple[str, str]:
     """The metric that ranks the cells, and why: client QPS only measures the server in a closed loop whose
     generator kept up; under a fixed offered load every cell serves the same rate, so the server's cost
     per request is what differs."""
-    modes = {(cfg.get("load") or {}).get("mode") for cfg in (meta.get("cell_configs") or {}).values()}
+    modes = {(cfg.get("load") or {}).get("mode") for cfg in meta.cell_configs.values()}
     if "capacity" in modes:
         return "capacity_rps", "capacity mode: the highest offered rate each cell served within the SLO"
     if "open" in modes:
-        transports = {(cfg.get("transport")) for cfg in (meta.get("cell_configs") or {}).values()}
+        transports = {(cfg.get("transport")) for cfg in meta.cell_configs.values()}
         if len(transports) > 1:
             return "server_cpu_per_gib_s", (
                 "fixed offered load over different transports: a gRPC stream counts as one request where the frame "
@@ -179,18 +183,18 @@ def profiled(rows: list[RunRow], where: str = "") -> bool:
     return bool(with_p)
 
 
-def summarize(meta: dict[str, Any], rows: list[RunRow]) -> Summary:
-    profiled(rows, str(meta.get("experiment") or ""))
+def summarize(meta: RunMeta, rows: list[RunRow]) -> Summary:
+    profiled(rows, meta.experiment)
     cells = _cells(meta, rows)
     order = list(cells)
-    baseline = meta.get("baseline") or (order[0] if order else "")
+    baseline = meta.baseline or (order[0] if order else "")
     if baseline not in cells and order:
         baseline = order[0]
     metric, reason = rank_metric(meta, rows)
-    alpha = float(meta.get("alpha", stats.ALPHA))
+    alpha = float(stats.ALPHA if meta.alpha is None else meta.alpha)
     s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha)
     base = cells.get(baseline)
-    if base is None or meta.get("soak"):  # a soak compares nothing: one run per cell, each judged alone
+    if base is None or meta.soak:  # a soak compares nothing: one run per cell, each judged alone
         return s
     for c in cells.values():
         for m in METRICS:  # a diagnostic gets its ratio and interval, never a verdict

@@ -7,12 +7,12 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from xferbench import stats
 from xferbench.metrics import BY_NAME, METRICS, RANKED
 from xferbench.report import conns, containers, cpu, fmt, soak, stress
 from xferbench.report.summary import CellSummary, Summary, Verdict
+from xferbench.runmeta import Machine, RunMeta
 
 # The statistical method (xferbench/stats.py) in one sentence, for the top of every report.
 METHOD = (
@@ -40,9 +40,8 @@ def column_title(metric: str, short: bool = False) -> str:
     return f"{name} ({m.unit})" if m.unit in fmt.BARE_UNITS else name
 
 
-def pinning_text(meta: dict[str, Any]) -> str:
-    pin = meta.get("pinning") or {}
-    return str(pin.get("text") or "not pinned")
+def pinning_text(meta: RunMeta) -> str:
+    return (meta.pinning and meta.pinning.text) or "not pinned"
 
 
 def n_tested(s: Summary) -> int:
@@ -52,7 +51,7 @@ def n_tested(s: Summary) -> int:
 
 def aa_text(s: Summary) -> str | None:
     """What the A/A check (a second copy of the baseline configuration) says, or None without one."""
-    name = s.meta.get("aa_cell")
+    name = s.meta.aa_cell
     if not name:
         return None
     if s.aa_cell is None:
@@ -93,20 +92,20 @@ def header(s: Summary) -> list[tuple[str, str]]:
         ("Pinning", pinning_text(s.meta)),
         ("Ranked by", f"{rank}: {s.rank_reason}" if s.rank_reason else rank),
     ]
-    network = s.meta.get("network")
+    network = s.meta.network
     if network:
-        lines.append(("Network", str(network.get("text"))))
+        lines.append(("Network", str(network.text)))
     aa = aa_text(s)
     if aa is not None:
         lines.append(("A/A", aa))
-    until = s.meta.get("until_ci")
+    until = s.meta.until_ci
     if until:
-        widest = until.get("widest")
+        widest = until.widest
         lines.append((
             "Until CI",
-            f"target ±{until['target'] * 100:g}% on {title(until['metric'])}: "
-            + ("met" if until.get("met") else "not met")
-            + f" after {until['rounds']} rounds ({until['why']})"
+            f"target ±{until.target * 100:g}% on {title(until.metric)}: "
+            + ("met" if until.met else "not met")
+            + f" after {until.rounds} rounds ({until.why})"
             + (f"; widest interval ±{widest * 100:.1f}%" if widest is not None else ""),
         ))
     n = n_tested(s)
@@ -206,6 +205,11 @@ def _n(v: float | None) -> object:
     return "" if v is None else f"{v:.6g}"
 
 
+def unknown(v: object) -> str:
+    """A recorded value, or "?" where an older run did not record it."""
+    return "?" if v is None else str(v)
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -213,19 +217,19 @@ def _md(text: str) -> str:
 def markdown(s: Summary) -> str:
     meta = s.meta
     cols = short_columns(s)
-    out = [f"# {meta.get('experiment', '?')}", ""]
-    if meta.get("description"):
-        out += [meta["description"], ""]
+    out = [f"# {meta.experiment or '?'}", ""]
+    if meta.description:
+        out += [meta.description, ""]
     out += [f"- **{label}**: {text}" for label, text in header(s)]
     out.append("")
-    mach = meta.get("machine") or {}
+    mach = meta.machine or Machine()
     out += [
-        f"Started {meta.get('started_at', '?')}, {meta.get('repeats', '?')} repeats interleaved, "
-        f"{meta.get('warmup_s', '?')} s warm-up discarded, server figures by {meta.get('source', 'scrape')}; "
-        f"machine: {mach.get('cpus', '?')} CPUs, {mach.get('platform', '?')}; baseline: `{s.baseline}`.",
+        f"Started {unknown(meta.started_at)}, {unknown(meta.repeats)} repeats interleaved, "
+        f"{unknown(meta.warmup_s)} s warm-up discarded, server figures by {meta.source}; "
+        f"machine: {unknown(mach.cpus)} CPUs, {unknown(mach.platform)}; baseline: `{s.baseline}`.",
         "",
     ]
-    if meta.get("interrupted"):
+    if meta.interrupted:
         out += ["**Interrupted**: the sweep was stopped; the tables hold what was measured.", ""]
 
     if soak.is_soak(s):

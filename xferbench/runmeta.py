@@ -1,0 +1,195 @@
+"""experiment.json, typed: what `xferbench run` records about a run beside its rows (runs.jsonl).
+
+The runner writes it when the sweep starts and again when it ends; the report, compare and the terminal view
+read it back. The file's keys and layout are the contract with every run directory already on disk, so
+`to_json` writes exactly the keys the runner always wrote, in the same order, and `from_json` reads files of
+older versions: keys they lack take their defaults, keys this version does not know are kept in `extra`.
+Only `experiment` and `cells` are required: without them a file says nothing about which run it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+
+FILE = "experiment.json"
+
+# Written only once known: the end of the sweep (finished_at, interrupted, rounds) or --until-ci's stop.
+_LATE = ("until_ci", "finished_at", "interrupted", "rounds")
+
+
+class RunMetaError(ValueError):
+    """An experiment.json that cannot be read; the message names the file and the key."""
+
+
+@dataclass
+class Pinning:
+    """Which CPUs the server and the load generator were pinned to (experiment.Pinning)."""
+
+    mode: str | None = None
+    server: list[int] = field(default_factory=list)
+    generator: list[int] = field(default_factory=list)
+    text: str | None = None
+
+
+@dataclass
+class SoakGoal:
+    """A soak's leak thresholds (experiment.Soak)."""
+
+    growth_max: float = 0.05
+    held_slack: int = 2
+
+
+@dataclass
+class Machine:
+    """The host the run measured on (runner.machine_info)."""
+
+    hostname: str | None = None
+    platform: str | None = None
+    python: str | None = None
+    cpus: int | None = None
+    mem_bytes: int | None = None
+
+
+@dataclass
+class Network:
+    """The [network] proxy's conditions (experiment.Network.to_json)."""
+
+    latency_ms: float | None = None
+    jitter_ms: float | None = None
+    bandwidth_bytes_s: int | None = None
+    text: str | None = None
+
+
+@dataclass
+class UntilCIState:
+    """Why --until-ci stopped adding rounds, and the widest interval it saw then."""
+
+    target: float
+    budget_s: float
+    widest: float | None
+    rounds: int
+    metric: str
+    met: bool
+    why: str
+
+
+@dataclass(kw_only=True)
+class RunMeta:
+    """One run's experiment.json; fields in the file's key order."""
+
+    experiment: str
+    description: str = ""
+    path: str | None = None
+    repeats: int | None = None
+    warmup_s: float | None = None
+    baseline: str | None = None
+    aa_cell: str | None = None
+    duet: bool = False
+    alpha: float | None = None
+    soak: SoakGoal | None = None
+    order_seed: int | None = None
+    pinning: Pinning | None = None
+    cells: list[str]
+    cell_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: str = "scrape"
+    started_at: str | None = None
+    machine: Machine | None = None
+    network: Network | None = None
+    profile: bool = False
+    backend: str = "process"
+    until_ci: UntilCIState | None = None
+    finished_at: str | None = None
+    interrupted: bool | None = None
+    rounds: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys of another version, written back unchanged
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        del out["extra"]
+        for key in _LATE:
+            if out[key] is None:
+                del out[key]
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: object, where: str = FILE) -> RunMeta:
+        """The metadata in `data` (a parsed experiment.json); RunMetaError names `where` and the bad key."""
+        if not isinstance(data, dict):
+            raise RunMetaError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        meta = _build(cls, data, where, "")
+        known = {f.name for f in fields(cls)} - {"extra"}
+        meta.extra = {k: v for k, v in data.items() if k not in known}
+        return meta
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2))
+
+    def cell_config(self, name: str) -> dict[str, Any]:
+        """A cell's configuration as the run recorded it (experiment.Cell.config), {} when unknown."""
+        return self.cell_configs.get(name, {})
+
+
+def load(path: Path) -> RunMeta:
+    """The metadata in the file at `path`; RunMetaError (naming the file and the key) when malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise RunMetaError(f"{path}: {e}") from None
+    return RunMeta.from_json(data, str(path))
+
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], data: dict[str, Any], where: str, prefix: str) -> T:
+    """An instance of the dataclass `cls` from `data`, each value checked against its field's type."""
+    hints = get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]  # cls is one of this module's dataclasses
+        if f.name == "extra":
+            continue
+        key = prefix + f.name
+        if f.name in data:
+            kwargs[f.name] = _check(data[f.name], hints[f.name], where, key)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise RunMetaError(f"{where}: missing key {key!r}")
+    return cls(**kwargs)
+
+
+def _check(value: Any, hint: Any, where: str, key: str) -> Any:
+    """`value` if it is of type `hint` (nested dataclasses built from their dicts); else RunMetaError."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]  # every union here is `X | None`
+        return _check(value, inner, where, key)
+    if is_dataclass(hint) and isinstance(value, dict):
+        return _build(hint, value, where, key + ".")  # type: ignore[arg-type]
+    if origin is list and isinstance(value, list):
+        return [_check(v, args[0], where, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict and isinstance(value, dict):
+        return value
+    if hint is Any or _is(value, hint):
+        return value
+    raise RunMetaError(f"{where}: key {key!r}: expected {_name(hint)}, got {value!r}")
+
+
+def _is(value: Any, hint: Any) -> bool:
+    if isinstance(value, bool):  # a bool is an int to isinstance, never to a reader of the file
+        return hint is bool
+    if hint is float:
+        return isinstance(value, int | float)  # JSON writes 1.0 as 1 when the number was whole
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+def _name(hint: Any) -> str:
+    if is_dataclass(hint) or get_origin(hint) is dict:
+        return "an object"
+    if get_origin(hint) is list:
+        return "a list"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(hint, str(hint))
