@@ -117,6 +117,31 @@ def test_user_opens_one_connection_per_user(runs: Runs, request: pytest.FixtureR
     _promtool_clean(run.server_metrics)  # the servers' new xfer_connections_accepted_total too
 
 
+DEFAULT_USERS = 16
+
+
+def _default_grpc_run(tmp: Path) -> Run:
+    """16 gRPC echo users with every connection option left at its default."""
+    with running_server("xferd-go", SERVER_ARGS["xferd-go"]) as server:
+        r = run_locust(["--headless", "--json", "-t", f"{RUN_S}s", "-u", str(DEFAULT_USERS), "-r", str(DEFAULT_USERS),
+                        "--host", server.target("grpc"), "--xfer-mix", "echo:1", "--xfer-metrics-port", "0",
+                        "--xfer-metrics-dump", str(tmp)], timeout=RUN_S + 60)
+        accepted = _accepted(settled_metrics(server.metrics_url))
+        server_metrics = fetch(server.metrics_url)
+    return Run(r, accepted, _dumps(tmp), server_metrics)
+
+
+@in_background(_default_grpc_run)
+def test_grpc_users_get_a_connection_each_by_default(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """The default meaning of a gRPC user is one connection of its own: 16 users, 16 connections (channels that
+    shared one subchannel would be one connection, and one Locust would measure a single HTTP/2 stream's
+    ceiling)."""
+    accepted, done, client = _checked(runs[request.node])
+    assert done > 0
+    assert accepted == DEFAULT_USERS
+    assert total(client, "xfer_client_connections_opened_total", transport="grpc") == DEFAULT_USERS
+
+
 @pytest.mark.parametrize("setup", SETUPS, ids=_ids)
 @in_background(lambda tmp, setup: _strategy_run(tmp, setup, "pool:4", users=6))
 def test_pool_opens_exactly_its_size(runs: Runs, request: pytest.FixtureRequest,
