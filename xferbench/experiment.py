@@ -68,7 +68,7 @@ Schema (every key below is optional unless marked *required*)::
                                 # duet defaults to false
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
-    server = "xferd-go"         # *required*: xferd-go | xferd-c
+    server = "xferd-go"         # *required*: xferd-go | xferd-c (a kind of xferbench/servers.py)
     label = "go"                # short name used in cell names; default from the server
     binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
     args = ["--max-conns=256"]  # extra flags passed verbatim
@@ -99,8 +99,10 @@ from pathlib import Path
 from typing import Any
 
 import loadgen
-from py_client.durations import parse_duration, parse_duration_us
+from py_client.durations import parse_duration
 from py_client.sizes import SIZE_HELP, parse_size
+from xferbench import servers
+from xferbench.servers import ALLOCATORS as ALLOCATORS  # cost.py reads it here
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = ROOT / "experiments"
@@ -109,8 +111,6 @@ DEFAULT_REPEATS = 6
 LOAD_MODES = ("open", "closed", "capacity")
 PIN_MODES = ("auto", "manual", "none")
 TRANSPORTS = ("grpc", "frame")
-ON_OFF = ("on", "off")
-ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FLAG_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -143,134 +143,11 @@ def _seconds_key(v: Any, *, positive: bool) -> float | None:
     return None if positive and value == 0 else value
 
 
-# --- server knobs -------------------------------------------------------------------------------------
+# --- servers ------------------------------------------------------------------------------------------
 
-
-def _one_of(*allowed: str) -> Callable[[Any], str]:
-    def check(v: Any) -> str:
-        s = str(v)
-        if s not in allowed:
-            raise ValueError(" | ".join(allowed))
-        return s
-
-    return check
-
-
-def _pos_int(v: Any) -> str:
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError("a positive integer")
-    return str(v)
-
-
-def _gogc(v: Any) -> str:
-    if v in ("off", "adaptive") or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
-        return str(v)
-    if isinstance(v, str) and v.isdigit() and int(v) > 0:
-        return v
-    raise ValueError('a positive integer (percent) | "off" | "adaptive"')
-
-
-def _bytes_or_off(v: Any) -> str:
-    if v == "off":
-        return "off"
-    try:
-        return str(parse_size(v, lo=1))
-    except ValueError:
-        raise ValueError(f'a size, {SIZE_HELP} | "off"') from None
-
-
-def _bytes(v: Any) -> str:
-    try:
-        return str(parse_size(v, lo=1))
-    except ValueError:
-        raise ValueError(f"a size, {SIZE_HELP}") from None
-
-
-def _store(v: Any) -> str:
-    s = str(v)
-    if s == "mem" or (s.startswith("disk:") and len(s) > 5):
-        return s
-    raise ValueError('"mem" | "disk:DIR"')
-
-
-def _conns(v: Any) -> str:
-    return "auto" if v == "auto" else _pos_int(v)
-
-
-def _duration(v: Any) -> str:
-    """A duration both servers parse, as whole milliseconds (xferd-c counts its timeouts in ms)."""
-    try:
-        us = parse_duration_us(v)
-    except ValueError:
-        raise ValueError('a duration (e.g. "10s", "500ms" or "1m30s"; a number is seconds)') from None
-    if us < 1000 or us % 1000:
-        raise ValueError("a duration of whole milliseconds, at least 1ms")
-    return f"{us // 1000}ms"
-
-
-# The limits of PROTOCOL.md, spelled alike by both servers.
-_LIMIT_FLAGS: dict[str, Any] = {
-    "max-chunk": _bytes,
-    "min-chunk": _bytes,
-    "max-frame": _bytes,
-    "max-conns": _conns,
-    "max-conn-calls": _pos_int,
-    "max-conn-unsent": _bytes,
-    "max-uploads": _pos_int,
-    "max-uploads-per-conn": _pos_int,
-    "max-staged-bytes": _bytes,
-    "read-timeout": _duration,
-    "write-timeout": _duration,
-    "drain-timeout": _duration,
-}
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    name: str
-    label: str
-    binary_env: str
-    transports: tuple[str, ...]
-    port0_flags: tuple[str, ...]
-    flags: dict[str, Any]  # flag name → validator returning the flag's text value
-
-
-SERVER_SPECS: dict[str, ServerSpec] = {
-    "xferd-go": ServerSpec(
-        "xferd-go",
-        "go",
-        "XFERD_GO_BIN",
-        ("grpc", "frame"),
-        ("--grpc-addr=127.0.0.1:0", "--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"),
-        {
-            "pool": _one_of(*ON_OFF),
-            "gogc": _gogc,
-            # --gogc adaptive's parameters (docs/DESIGN.md "Adaptive GOGC"); xferd-go checks their ranges.
-            "gogc-interval": _duration,
-            "gogc-window": _duration,
-            "gogc-min": _pos_int,
-            "gogc-max": _pos_int,
-            "memlimit": _bytes_or_off,
-            "store": _store,
-            "frame-codec": _one_of("protobuf", "gob"),  # proto/GOB.md; drive gob with [load] frame_codec
-            **_LIMIT_FLAGS,
-        },
-    ),
-    "xferd-c": ServerSpec(
-        "xferd-c",
-        "c",
-        "XFERD_C_BIN",
-        ("frame",),
-        ("--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0"),
-        {
-            "alloc": _one_of(*ALLOCATORS),
-            "io-threads": _pos_int,
-            "workers": _pos_int,
-            "store": _store,
-            **_LIMIT_FLAGS,
-        },
-    ),
-}
+# The kinds of server and what each accepts live in the registry (xferbench/servers.py); these names stay
+# here for the modules and tests that read them from the experiment.
+SERVER_SPECS = servers.SERVERS
 
 
 # --- load ---------------------------------------------------------------------------------------------
@@ -828,7 +705,7 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
         raise ExperimentError(f"{where}.label = {label!r}: expected a non-empty string")
     binary = g.get("binary")
     if binary is None:
-        binary = os.environ.get(spec.binary_env) or str(ROOT / "build" / "bin" / server)
+        binary = spec.default_binary()
     elif not isinstance(binary, str):
         raise ExperimentError(f"{where}.binary = {binary!r}: expected a path")
     else:

@@ -184,8 +184,10 @@ class Server:
         cpus: Sequence[int] | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
         tail_lines: int | None = TAIL_LINES,
+        ready_word: str | None = None,
     ) -> None:
         self.name = name
+        self._ready_word = ready_word or name  # a server's ready line begins with its name unless told otherwise
         self.argv = list(argv)
         self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
         self.ready: dict[str, str] = {}
@@ -240,7 +242,7 @@ class Server:
                     raw, self._buf = self._buf.split(b"\n", 1)
                     line = raw.decode(errors="replace")
                     self._line(line)
-                    ready = parse_ready_line(line, self.name)
+                    ready = parse_ready_line(line, self._ready_word)
                     if ready is not None:
                         self.ready, self.ready_line = ready, line
                         return

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from xferbench import capacity, figures, procfs, profile, soak, stats, steps
+from xferbench import capacity, figures, procfs, profile, servers, soak, stats, steps
 from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.generator import Generator, generator_class
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
@@ -206,7 +206,8 @@ def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None
         if b.built:
             print(f"xferbench: built {b.tag} ({b.seconds:.0f} s)", file=sys.stderr, flush=True)
 
-    names = sorted({c.server for c in exp.cells if backend.image_for(c) == backend.IMAGES[c.server]})
+    names = sorted({image.name for c in exp.cells
+                    if (image := servers.get(c.server).image) and backend.image_for(c) == images.tag(image.name)})
     if names:
         images.ensure(client, names, on_build=say)
 
@@ -426,7 +427,7 @@ def start(live: _Live) -> None:
         row.network = {**exp.network.to_json(), "proxy": live.client_addr}
         row.pids["toxiproxy"] = live.proxy.proc.pid
     try:
-        metrics_addr = server.addr("metrics")
+        metrics_addr = server.addr(servers.get(cell.server).metrics_key)
     except KeyError as e:
         raise CellFailed(str(e.args[0]), list(server.tail)) from None
     live.source.begin(metrics_addr, {"xferbench_cell": cell.name, "server": cell.server})
@@ -443,7 +444,7 @@ def _start_server(live: _Live) -> Server | ContainerServer:
     exp, cell = live.exp, live.run.cell
     if exp.backend != "docker":
         return Server(cell.server, cell.server_argv(), cell.server_env(), log_path=live.log("server"),
-                      cpus=exp.pinning.server or None)
+                      cpus=exp.pinning.server or None, ready_word=servers.get(cell.server).ready_word)
     from xferbench.containers.backend import ContainerServer
 
     if live.engine is None:
@@ -721,9 +722,9 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
 
 def _start_profile(live: _Live, phase: _Phase, seconds: float) -> profile.Started:
     """The server's CPU sampling from now (the warm-up's end) for the rest of the measured window."""
-    server = live.running_server
+    server, kind = live.running_server, live.run.cell.server
     try:
-        return profile.start(live.run.cell.server, server.proc.pid, server.addr("metrics"), seconds,
+        return profile.start(kind, server.proc.pid, server.addr(servers.get(kind).metrics_key), seconds,
                              live.run_dir, phase.stem)
     except profile.ProfileError as e:
         raise CellFailed(str(e), []) from None

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from py_client.durations import parse_duration
-from xferbench import process, procfs
+from xferbench import process, procfs, servers
 from xferbench.targets import FileSDRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,11 +51,11 @@ STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.1
 STATUS_WAIT_S = 15.0  # `stack status`: how long to wait for the targets' first scrapes (3 of the config's 5s)
 
-# Where each compose service lives when everything runs on this machine (docs/DESIGN.md's default ports).
+# Where each compose service lives when everything runs on this machine (docs/DESIGN.md's default ports):
+# a server's compose service is its registry name, scraped on its default metrics port.
 # An empty list: not scraped unless given with --target (Locust workers pick their own ports).
 LOCAL_SERVICES: dict[str, list[str]] = {
-    "xferd-go": ["127.0.0.1:9101"],
-    "xferd-c": ["127.0.0.1:9102"],
+    **{s.name: [f"127.0.0.1:{s.ports[s.metrics_key]}"] for s in servers.SERVERS.values()},
     "locust-master": ["127.0.0.1:9646"],
     "locust-worker": [],
 }

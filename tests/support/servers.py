@@ -1,8 +1,8 @@
 """Real server processes for tests: start on free ports, wait for the ready line, stop cleanly.
 
 Every server speaks the process interface of proto/PROTOCOL.md: one `<name> ready key=value ...` line on
-stderr once its listeners are bound. A new server joins every parametrised suite with one entry in
-xferbench.experiment.SERVER_SPECS (SERVERS below is derived from it).
+stderr once its listeners are bound. A new server joins every parametrised suite with one entry in the
+registry, xferbench/servers.py (SERVERS below is derived from it).
 
 This module is a thin layer over the runner's own implementation, `xferbench.process.Server`: the same
 spawn (own process group, PR_SET_PDEATHSIG, in the registry `kill_all()` empties at exit), the same

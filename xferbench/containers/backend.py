@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +34,12 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from xferbench import procfs
+from xferbench import procfs, servers
 from xferbench.containers import LABEL, cgroup, images
 from xferbench.containers.base import ulimits
 from xferbench.experiment import Cell, Limits
 from xferbench.process import READY_TIMEOUT_S, TAIL_LINES, ServerStartError, parse_ready_line
 
-# The images the runner uses by default (built by `xferbench images build`) and the ports their servers
-# listen on inside the container: the EXPOSE of deploy/docker/<server>.Dockerfile.
-IMAGES = {server: images.tag(server) for server in ("xferd-go", "xferd-c")}
-PORTS: dict[str, dict[str, int]] = {
-    "xferd-go": {"grpc": 50051, "frame": 7070, "metrics": 9101},
-    "xferd-c": {"frame": 7071, "metrics": 9102},
-}
 RUNNER_PID_LABEL = "io.xferbench.runner-pid"
 # The server runs under a small sh (PID 1) that forwards SIGTERM/SIGINT, and once the server is gone prints
 # the cgroup's OOM-kill count before the cgroup disappears with the container. Why: Podman 4.3 with runc on
@@ -76,15 +69,29 @@ def image_env(server: str) -> str:
     return "XFERBENCH_IMAGE_" + server.upper().replace("-", "_")
 
 
+def default_image(server: str) -> str | None:
+    """The image `xferbench images build` makes for a server (its registry entry's), None if it has none."""
+    image = servers.get(server).image
+    return images.tag(image.name) if image else None
+
+
 def image_for(cell: Cell) -> str:
     """The cell's image: [[servers]] image, else $XFERBENCH_IMAGE_<SERVER>, else the server's default."""
-    return cell.image or os.environ.get(image_env(cell.server)) or IMAGES[cell.server]
+    image = cell.image or os.environ.get(image_env(cell.server)) or default_image(cell.server)
+    if image is None:
+        raise ServerStartError(f"{cell.server} has no default image: name one with `image =` in [[servers]]", [])
+    return image
+
+
+def ports(server: str) -> Mapping[str, int]:
+    """The ports the server listens on inside its image (the EXPOSE of deploy/docker/<server>.Dockerfile)."""
+    return servers.get(server).ports
 
 
 def container_argv(cell: Cell) -> list[str]:
     """The server's arguments inside the container (the image's entrypoint is the server): its listeners on
     0.0.0.0 at the image's ports, then the cell's flags and args."""
-    listen = [f"--{k}-addr=0.0.0.0:{p}" for k, p in PORTS[cell.server].items()]
+    listen = [f"--{k}-addr=0.0.0.0:{p}" for k, p in ports(cell.server).items()]
     return [*listen, *(f"--{k}={v}" for k, v in cell.flags.items()), *cell.args]
 
 
@@ -130,6 +137,7 @@ class ContainerServer:
     def __init__(self, client: docker.DockerClient, cell: Cell, log_path: Path | None = None,
                  cpus: tuple[int, ...] = (), ready_timeout_s: float = READY_TIMEOUT_S, run_label: str = "") -> None:
         self.name = cell.server
+        self._ready_word = servers.get(cell.server).ready_word
         self.image = image_for(cell)
         self.limits = cell.limits
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -157,7 +165,7 @@ class ContainerServer:
             self._close_log()
             raise ServerStartError(f"image {self.image} not found: build it with `xferbench images build`", []) from None
         # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
-        ports: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in PORTS[cell.server].values()}
+        published: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in ports(cell.server).values()}
         labels = {LABEL: "runner", RUNNER_PID_LABEL: str(os.getpid()), "io.xferbench.cell": cell.name,
                   "io.xferbench.run": run_label}
         entry = self._client.images.get(self.image).attrs["Config"].get("Entrypoint") or []
@@ -168,7 +176,7 @@ class ContainerServer:
             container = self._client.containers.create(
                 self.image, [entry[0], *container_argv(cell)], entrypoint=["/bin/sh", "-c", WRAPPER],
                 name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
-                environment=container_env(cell), ports=ports, labels=labels, detach=True,
+                environment=container_env(cell), ports=published, labels=labels, detach=True,
                 **limit_kwargs(cell.limits, cpus),
             )
         except docker.errors.APIError as e:
@@ -202,7 +210,7 @@ class ContainerServer:
         self.container.reload()
         bound = self.container.attrs["NetworkSettings"]["Ports"] or {}
         out = dict(inside)
-        for key, port in PORTS[self.name].items():
+        for key, port in ports(self.name).items():
             if key in out:
                 host = (bound.get(f"{port}/tcp") or [{}])[0]
                 if not host.get("HostPort"):
@@ -232,7 +240,7 @@ class ContainerServer:
                 if self._log:
                     self._log.write(line + "\n")
                     self._log.flush()
-                if not self._ready_seen.is_set() and (ready := parse_ready_line(line, self.name)) is not None:
+                if not self._ready_seen.is_set() and (ready := parse_ready_line(line, self._ready_word)) is not None:
                     self.ready, self.ready_line = ready, line
                     self._ready_seen.set()
         self._note_exit()

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import docker
 import docker.errors
 
+from xferbench import servers
 from xferbench.containers import LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,14 +82,13 @@ class Spec:
         return f"deploy/docker/{self.name}.Dockerfile"
 
 
-# The servers' hashes cover the sources their binaries are built from, not the binaries: those embed
-# `git describe` (and Go its VCS stamp), so hashing them rebuilt every image at every commit.
-GO_SOURCES = ("servers/go/go.mod", "servers/go/go.sum", "servers/go/cmd", "servers/go/internal")
-C_SOURCES = ("servers/c/Makefile", "servers/c/src", "servers/c/gen")
+def _server_spec(server: servers.ServerSpec, image: servers.Image) -> Spec:
+    """A server's image from its registry entry: the binary is the whole build context."""
+    return Spec(image.name, image.sources, (server.binary,), needs=(server.binary,))
+
 
 SPECS: dict[str, Spec] = {
-    "xferd-go": Spec("xferd-go", GO_SOURCES, ("build/bin/xferd-go",), needs=("build/bin/xferd-go",)),
-    "xferd-c": Spec("xferd-c", C_SOURCES, ("build/bin/xferd-c",), needs=("build/bin/xferd-c",)),
+    **{s.image.name: _server_spec(s, s.image) for s in servers.SERVERS.values() if s.image},
     "locust": Spec("locust", PYTHON_SOURCES, ("loadgen", "build/wheels"), prepare=_wheels),
     "prometheus": Spec("prometheus", ("deploy/prometheus",), ("deploy/prometheus",), target=None),
 }

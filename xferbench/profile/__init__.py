@@ -8,10 +8,12 @@ stacks and a flame graph (flame.py) go to the run folder's profiles/.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from xferbench import servers
 from xferbench.profile import flame, gopprof, perf
 from xferbench.profile.classify import BUCKETS, Attribution, attribute, format_folded, parse_folded
 from xferbench.profile.errors import ProfileError
@@ -35,26 +37,40 @@ class Started:
     seconds: float
 
 
-def check(servers: set[str]) -> None:
+def _perf(pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Sampler:
+    return PerfSampler(pid, seconds, run_dir / PROFILES_DIR / f"{stem}.perf.data",
+                       run_dir / "logs" / f"{stem}.perf.log")
+
+
+def _pprof(pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Sampler:
+    return gopprof.PprofSampler(metrics_addr, seconds, run_dir / PROFILES_DIR / f"{stem}.pprof")
+
+
+@dataclass(frozen=True)
+class Profiler:
+    check: Callable[[], object]  # raises ProfileError when this machine cannot sample with it
+    sampler: Callable[[int, str, float, Path, str], Sampler]  # (pid, metrics address, seconds, run dir, stem)
+
+
+# The profiler kinds a server's registry entry names (xferbench/servers.py), in the order they are checked.
+PROFILERS: dict[str, Profiler] = {"perf": Profiler(perf.check, _perf), "pprof": Profiler(gopprof.check, _pprof)}
+
+
+def check(names: set[str]) -> None:
     """Before a sweep: can every server of the experiment be profiled here? Raises ProfileError."""
-    if "xferd-c" in servers:
-        perf.check()
-    if "xferd-go" in servers:
-        gopprof.check()
+    wanted = {entry.profiler for name in names if (entry := servers.SERVERS.get(name))}
+    for kind, profiler in PROFILERS.items():
+        if kind in wanted:
+            profiler.check()
 
 
 def start(server: str, pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Started:
     """Starts sampling `server` for `seconds` from now."""
-    d = run_dir / PROFILES_DIR
-    d.mkdir(exist_ok=True)
-    sampler: Sampler
-    if server == "xferd-c":
-        sampler = PerfSampler(pid, seconds, d / f"{stem}.perf.data", run_dir / "logs" / f"{stem}.perf.log")
-    elif server == "xferd-go":
-        sampler = gopprof.PprofSampler(metrics_addr, seconds, d / f"{stem}.pprof")
-    else:
+    (run_dir / PROFILES_DIR).mkdir(exist_ok=True)
+    entry = servers.SERVERS.get(server)
+    if entry is None or entry.profiler is None:
         raise ProfileError(f"profile: no profiler for server {server!r}")
-    return Started(sampler, stem, seconds)
+    return Started(PROFILERS[entry.profiler].sampler(pid, metrics_addr, seconds, run_dir, stem), stem, seconds)
 
 
 PerfSampler = perf.PerfSampler
