@@ -9,6 +9,7 @@ Locust: no traceback in its output) and `--xfer-check failures==0` turns them in
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,6 +25,10 @@ from tests.support.toxiproxy import ProxiedServer, Toxic
 RUN_S = 8
 EXIT_CHECK_FAILED = 3
 FAULT_CODES = {"unavailable", "deadline_exceeded"}  # what a reset connection may surface as
+# grpc.aio's one mislabel (grpc/grpc#36066): a client-streaming write that fails as the call ends sets the call's
+# status to INTERNAL "Internal error from Core", hiding the transport's UNAVAILABLE. Seen here on Upload about
+# once in ten resets under CPU load; any other INTERNAL is still a failure of this test.
+GRPCIO_WRITE_MISLABEL = re.compile(r"grpc Upload: internal: Internal error from Core$")
 
 
 def _wait_for(what: str, cond: Callable[[], bool], proc: subprocess.Popen[str], timeout_s: float) -> None:
@@ -39,6 +44,12 @@ def _error_report(output: str) -> str:
     """Locust's error report (each failure's message and count), to tell what an unexpected code stood for."""
     start = output.rfind("Error report")
     return output[start:][:3000] if start >= 0 else output[-3000:]
+
+
+def _unexplained_internal(report: str) -> list[str]:
+    """The error report's INTERNAL failures other than grpc.aio's mislabelled client-stream write."""
+    lines = [" ".join(line.split()[1:]) for line in report.splitlines() if ": internal: " in line]
+    return [line for line in lines if not GRPCIO_WRITE_MISLABEL.search(line)]
 
 
 @pytest.mark.timeout(90)
@@ -85,5 +96,7 @@ def test_reset_under_load_is_counted_and_recovered(proxied: ProxiedServer, tmp_p
     (dump,) = tmp_path.glob("local-*.prom")
     samples = parse_prom(dump.read_text())
     codes = {lab["code"] for n, lab, v in samples if n == "xfer_client_errors_total" and v > 0}
-    assert codes and codes <= FAULT_CODES, f"codes {sorted(codes)}; Locust's {_error_report(both)}"
+    report = _error_report(both)
+    allowed = FAULT_CODES | ({"internal"} if not _unexplained_internal(report) else set())
+    assert codes and codes <= allowed, f"codes {sorted(codes)}; Locust's {report}"
     assert total(samples, "xfer_client_verifications_total", result="mismatch") == 0
