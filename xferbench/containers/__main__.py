@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+import docker.errors
+
 from xferbench.containers import base, engine, images
 
 
@@ -17,7 +19,7 @@ def main() -> int:
         client = engine.ensure()
         tag = base.ensure_base(client)
         images.ensure(client, on_build=built.append)
-    except (engine.EngineError, images.ImageError) as e:
+    except (engine.EngineError, images.ImageError, docker.errors.DockerException) as e:
         print(f"containers: unavailable: {e}", file=sys.stderr)
         return 0
     fresh = [f"{b.name} ({b.seconds:.0f}s)" for b in built if b.built]
