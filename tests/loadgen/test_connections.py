@@ -70,17 +70,22 @@ def _dumps(folder: Path) -> list[str]:
     return [p.read_text() for p in folder.glob("local-*.prom")]
 
 
-def _strategy_run(tmp: Path, setup: tuple[str, str, str], strategy: str, users: int = USERS) -> Run:
-    name, transport, engine = setup
+def _echo_run(tmp: Path, name: str, transport: str, users: int, options: list[str]) -> Run:
+    """Locust's echo users with `options` against a server of its own."""
     with running_server(name, SERVER_ARGS[name]) as server:
         before = _accepted(parse_prom(fetch(server.metrics_url)))  # no client knows this server yet: 0
         r = run_locust(["--headless", "--json", "-t", f"{RUN_S}s", "-u", str(users), "-r", str(users),
-                        "--host", server.target(transport), "--xfer-mix", "echo:1", "--xfer-connections", strategy,
-                        "--xfer-grpc-engine", engine, "--xfer-grpc-inflight", str(GRPC_INFLIGHT),
+                        "--host", server.target(transport), "--xfer-mix", "echo:1", *options,
                         "--xfer-metrics-port", "0", "--xfer-metrics-dump", str(tmp)], timeout=RUN_S + 60)
         accepted = _accepted(settled_metrics(server.metrics_url)) - before
         server_metrics = fetch(server.metrics_url)
     return Run(r, accepted, _dumps(tmp), server_metrics)
+
+
+def _strategy_run(tmp: Path, setup: tuple[str, str, str], strategy: str, users: int = USERS) -> Run:
+    name, transport, engine = setup
+    return _echo_run(tmp, name, transport, users, ["--xfer-connections", strategy, "--xfer-grpc-engine", engine,
+                                                   "--xfer-grpc-inflight", str(GRPC_INFLIGHT)])
 
 
 def _checked(run: Run) -> tuple[float, float, list[Sample]]:
@@ -122,13 +127,7 @@ DEFAULT_USERS = 16
 
 def _default_grpc_run(tmp: Path) -> Run:
     """16 gRPC echo users with every connection option left at its default."""
-    with running_server("xferd-go", SERVER_ARGS["xferd-go"]) as server:
-        r = run_locust(["--headless", "--json", "-t", f"{RUN_S}s", "-u", str(DEFAULT_USERS), "-r", str(DEFAULT_USERS),
-                        "--host", server.target("grpc"), "--xfer-mix", "echo:1", "--xfer-metrics-port", "0",
-                        "--xfer-metrics-dump", str(tmp)], timeout=RUN_S + 60)
-        accepted = _accepted(settled_metrics(server.metrics_url))
-        server_metrics = fetch(server.metrics_url)
-    return Run(r, accepted, _dumps(tmp), server_metrics)
+    return _echo_run(tmp, "xferd-go", "grpc", DEFAULT_USERS, [])
 
 
 @in_background(_default_grpc_run)
