@@ -12,7 +12,7 @@ EXPERIMENT ?= experiments/quick.toml
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 .PHONY: setup build build-go build-c test test-slow lint containers test-go test-c test-py test-asan fuzz fuzz-replay \
-  fresh-check run demo proto clean bench-tools
+  fresh-check run demo proto clean bench-tools bench
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -109,6 +109,14 @@ proto: setup
 clean:
 	rm -rf build results
 	-$(MAKE) -C servers/c clean
+
+# The headline figures side by side (xferbench/bench/, under 10 minutes): each a ratio to an anchor measured in the
+# same rounds, one record appended to bench/history.jsonl and compared with the previous one of this machine
+# class, then BENCHMARKS.md's generated section rewritten from it. BENCH_ARGS=--force measures on a busy machine.
+BENCH_ARGS ?=
+bench: build bench-tools
+	@t0=$$SECONDS; $(VENV)/bin/xferbench bench $(BENCH_ARGS); $(VENV)/bin/xferbench bench --markdown; \
+	  echo "bench: $$((SECONDS - t0))s"
 
 # Benchmark-only tools (scripts/bench/): ghz into build/bin, iperf3 from apt if missing. Not part of build/test.
 bench-tools:

@@ -1,4 +1,4 @@
-"""The `xferbench` command: run, compare, report, list, stack, cost, export, images."""
+"""The `xferbench` command: run, compare, report, list, stack, cost, export, images, bench."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rich.table import Table
 
 from py_client.durations import DURATION_HELP, parse_duration
 from xferbench import cost, experiment, export, runmeta, stack, stats
+from xferbench.bench import command as bench
 from xferbench.metrics import BY_NAME, RANKED
 from xferbench.report import fmt
 from xferbench.report.summary import CellSummary, RunDirError, summarize
@@ -339,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_parser(sub)
     cost.add_parser(sub)
     export.add_parser(sub)
+    bench.add_parser(sub)
     from xferbench.containers import images  # the Docker SDK only when this parser is built
 
     images.add_parser(sub)

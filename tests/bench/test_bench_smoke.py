@@ -1,0 +1,71 @@
+"""`xferbench bench --smoke` against the real built servers and tools: one record appended to a throw-away
+history, whole and well-formed. Its speeds are never checked: the machine is shared and they are noise here."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xferbench.bench import tools
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE_TIMEOUT_S = 180.0
+FIGURE_FIELDS = {"name", "unit", "better", "median", "lo", "hi", "rounds", "busy", "note"}
+
+
+def test_smoke_appends_one_whole_record(tmp_path: Path) -> None:
+    missing = tools.missing()
+    if missing:
+        pytest.skip(f"bench tools missing ({', '.join(missing)}): `make build bench-tools`")
+    history = tmp_path / "history.jsonl"
+    # --force: the smoke run checks the record's shape, which a busy machine does not change (it marks it).
+    done = subprocess.run(
+        [sys.executable, "-m", "xferbench", "bench", "--smoke", "--force", "--history", str(history)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SMOKE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = history.read_text().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert set(rec) == {"commit", "date", "machine", "load_before", "load_after", "figures", "mode"}
+    assert rec["commit"] and rec["commit"] != "unknown"
+    assert rec["date"].endswith("+00:00")
+    assert rec["mode"] == "smoke"
+    assert set(rec["machine"]) == {"hostname", "nproc", "kernel", "cpu"} and rec["machine"]["nproc"] >= 1
+    assert rec["load_before"] >= 0 and rec["load_after"] >= 0
+    names = [f["name"] for f in rec["figures"]]
+    assert len(names) == len(set(names)) and len(names) >= 5, names
+    for f in rec["figures"]:
+        assert set(f) == FIGURE_FIELDS, f
+        for k in ("median", "lo", "hi"):
+            assert math.isfinite(f[k]) and f[k] > 0, f
+        assert f["lo"] <= f["median"] <= f["hi"], f
+        assert f["rounds"] == 1 and isinstance(f["busy"], bool) and f["better"] in ("higher", "lower")
+    # Every figure is printed, and a busy one is marked so (the console is 160 columns wide off a terminal).
+    rows = done.stdout.splitlines()
+    for f in rec["figures"]:
+        row = next((r for r in rows if f" {f['name']} " in r), None)
+        assert row is not None, f["name"]
+        assert ("busy" in row) == f["busy"], row
+
+
+def test_smoke_refuses_the_committed_history() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "xferbench", "bench", "--smoke", "--force"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "history" in done.stdout

@@ -1,0 +1,105 @@
+"""xferbench bench's record, history, comparison and busy marking, on hand-made figures: a figure moved when
+the spreads of two records do not overlap, named better or worse by its direction; overlapping is unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xferbench.bench import compare, render
+from xferbench.bench.record import BUSY_LOAD, Figure, Record, Samples, append, check_finite, previous, read
+
+MACHINE = {"hostname": "a", "nproc": 2, "kernel": "6.1", "cpu": "Some CPU"}
+
+
+def fig(name: str, lo: float, med: float, hi: float, better: str = "higher", busy: bool = False) -> Figure:
+    return Figure(name, "ratio", better, med, lo, hi, 3, busy)
+
+
+def rec(figures: list[Figure], machine: dict[str, object] | None = None, date: str = "2026-01-01T00:00:00+00:00") -> Record:
+    return Record("abc1234", date, dict(machine or MACHINE), 0.2, 0.3, figures)
+
+
+def test_samples_give_median_spread_and_busy() -> None:
+    s = Samples("x", "ratio", "higher")
+    for v, load in ((1.0, 0.1), (3.0, 0.2), (2.0, 0.3)):
+        s.add(v, load)
+    f = Figure.of(s)
+    assert (f.median, f.lo, f.hi, f.rounds, f.busy) == (2.0, 1.0, 3.0, 3, False)
+    s.add(2.5, BUSY_LOAD + 0.1)  # one round over the threshold marks the whole figure
+    assert Figure.of(s).busy
+    s2 = Samples("y", "ratio", "lower")
+    s2.add(1.0, BUSY_LOAD)  # at the threshold, not above it
+    assert not Figure.of(s2).busy
+
+
+def test_busy_is_recorded_and_shown() -> None:
+    r = rec([fig("quiet", 1, 1, 1), fig("noisy", 1, 1, 1, busy=True)])
+    md = render.markdown(r)
+    assert "| noisy | 1.000 | 1.000-1.000 | 3 | higher | busy |" in md
+    assert "| quiet | 1.000 | 1.000-1.000 | 3 | higher |  |" in md
+
+
+def test_history_appends_one_line_per_record_and_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "history.jsonl"
+    assert read(path) == []
+    a, b = rec([fig("x", 1, 2, 3)]), rec([fig("x", 2, 3, 4, busy=True)], date="2026-01-02T00:00:00+00:00")
+    append(path, a)
+    append(path, b)
+    assert len(path.read_text().splitlines()) == 2
+    assert read(path) == [a, b]
+
+
+def test_previous_is_the_latest_of_the_same_machine_class_and_mode() -> None:
+    a = rec([fig("x", 1, 2, 3)], date="1")
+    other = rec([fig("x", 1, 2, 3)], machine={**MACHINE, "cpu": "Other CPU"}, date="2")
+    renamed = rec([fig("x", 1, 2, 3)], machine={**MACHINE, "hostname": "b"}, date="3")
+    smoke = Record("abc", "4", dict(MACHINE), 0, 0, [fig("x", 1, 2, 3)], mode="smoke")
+    new = rec([fig("x", 1, 2, 3)], date="5")
+    assert previous([a, other, renamed, smoke], new) is renamed
+    assert previous([other, smoke], new) is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "better", "verdict"),
+    [
+        ((1.0, 1.1, 1.2), (1.3, 1.4, 1.5), "higher", compare.BETTER),
+        ((1.0, 1.1, 1.2), (1.3, 1.4, 1.5), "lower", compare.WORSE),
+        ((1.3, 1.4, 1.5), (1.0, 1.1, 1.2), "higher", compare.WORSE),
+        ((1.3, 1.4, 1.5), (1.0, 1.1, 1.2), "lower", compare.BETTER),
+        ((1.0, 1.1, 1.3), (1.2, 1.4, 1.5), "higher", compare.UNCHANGED),  # overlap
+        ((1.0, 1.1, 1.2), (1.2, 1.3, 1.4), "higher", compare.UNCHANGED),  # touching ends overlap
+        ((1.0, 1.5, 2.0), (1.2, 1.3, 1.4), "lower", compare.UNCHANGED),  # one inside the other
+    ],
+)
+def test_moved_beyond_spread_is_named(
+    old: tuple[float, float, float], new: tuple[float, float, float], better: str, verdict: str
+) -> None:
+    moves = compare.compare(rec([fig("f", *old, better=better)]), rec([fig("f", *new, better=better)]))
+    assert [(m.name, m.verdict) for m in moves] == [("f", verdict)]
+    assert [m.name for m in compare.moved(moves)] == (["f"] if verdict != compare.UNCHANGED else [])
+
+
+def test_a_figure_without_a_previous_value_is_new() -> None:
+    moves = compare.compare(rec([fig("a", 1, 1, 1)]), rec([fig("a", 1, 1, 1), fig("b", 1, 1, 1)]))
+    assert [m.verdict for m in moves] == [compare.UNCHANGED, "new"]
+    assert [m.verdict for m in compare.compare(None, rec([fig("a", 1, 1, 1)]))] == ["new"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0, -1.0])
+def test_a_record_refuses_non_finite_or_non_positive_figures(bad: float) -> None:
+    with pytest.raises(ValueError):
+        check_finite([fig("x", bad, 1, 1)])
+
+
+def test_markdown_rewrites_only_between_the_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "B.md"
+    doc.write_text(f"# T\n\nintro\n\n{render.BEGIN}\nold\n{render.END}\n\n## rest\nkept\n")
+    render.rewrite(doc, rec([fig("x", 1, 2, 3)]))
+    text = doc.read_text()
+    assert text.startswith("# T\n\nintro\n\n" + render.BEGIN) and text.endswith(render.END + "\n\n## rest\nkept\n")
+    assert "old" not in text and "`abc1234`" in text and "2026-01-01T00:00:00+00:00" in text
+    doc.write_text("no markers")
+    with pytest.raises(ValueError):
+        render.rewrite(doc, rec([]))

@@ -1,0 +1,58 @@
+"""The verdict table of `make run` (`xferbench run experiments/quick.toml`) as bench figures: every ranked
+metric of every cell that got a verdict, its ratio to the baseline with the 95% CI as its spread, read from
+the run directory's summary.csv (the report package is a sibling of this one, so its file, not its code)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+from pathlib import Path
+
+from xferbench.bench import tools
+from xferbench.bench.record import ROOT, Figure
+from xferbench.metrics import BY_NAME
+
+EXPERIMENT = ROOT / "experiments" / "quick.toml"
+RUN_TIMEOUT_S = 600.0  # quick.toml takes ~3.5 min; twice that is a hung run
+
+
+def run_quick(out: Path, busy: bool) -> list[Figure]:
+    """Runs the quick experiment into `out` (the runner pins its own processes) and returns its verdicts."""
+    argv = [str(ROOT / ".venv" / "bin" / "xferbench"), "run", str(EXPERIMENT), "--out", str(out)]
+    try:
+        done = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=dict(os.environ), check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise tools.BenchError(f"xferbench run {EXPERIMENT.name} ran past {RUN_TIMEOUT_S:.0f}s") from None
+    if done.returncode != 0 or not (out / "summary.csv").exists():
+        raise tools.BenchError(f"xferbench run exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
+    return read_verdicts(out / "summary.csv", busy)
+
+
+def read_verdicts(path: Path, busy: bool) -> list[Figure]:
+    """One figure per (cell, ranked metric) with a verdict: "run <cell> <metric>", the verdict as its note."""
+    out = []
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for m, metric in BY_NAME.items():
+            verdict = row.get(f"{m}_verdict") or ""
+            ratio, lo, hi = (row.get(f"{m}_{k}") or "" for k in ("ratio", "ratio_ci_lo", "ratio_ci_hi"))
+            if f"{m}_p" not in row or not verdict or not ratio or not lo or not hi:
+                continue  # a diagnostic, the baseline itself, or a metric this run did not measure
+            out.append(
+                Figure(
+                    f"run {row['cell']} {m}",
+                    "ratio",
+                    metric.better,
+                    float(ratio),
+                    float(lo),
+                    float(hi),
+                    int(row["runs_ok"]),
+                    busy,
+                    note=verdict,
+                )
+            )
+    return out
