@@ -9,6 +9,7 @@ import pytest
 
 from xferbench.bench import compare, render
 from xferbench.bench.record import BUSY_LOAD, Figure, Record, Samples, append, check_finite, previous, read
+from xferbench.bench.verdicts import read_verdicts
 
 MACHINE = {"hostname": "a", "nproc": 2, "kernel": "6.1", "cpu": "Some CPU"}
 
@@ -103,3 +104,21 @@ def test_markdown_rewrites_only_between_the_markers(tmp_path: Path) -> None:
     doc.write_text("no markers")
     with pytest.raises(ValueError):
         render.rewrite(doc, rec([]))
+
+
+def test_run_verdicts_are_read_from_summary_csv(tmp_path: Path) -> None:
+    """Ranked metrics with a verdict become figures (CI as spread, verdict as note); the baseline's row, a
+    metric without a verdict and a diagnostic (no _p column) do not."""
+    head = "cell,server,transport,runs_ok,runs_failed"
+    cpu = "server_cpu_per_request_s"
+    head += f",{cpu}_ratio,{cpu}_ratio_ci_lo,{cpu}_ratio_ci_hi,{cpu}_verdict,{cpu}_p"
+    head += ",client_qps_ratio,client_qps_ratio_ci_lo,client_qps_ratio_ci_hi,client_qps_verdict,client_qps_p"
+    head += ",client_p50_s_ratio,client_p50_s_ratio_ci_lo,client_p50_s_ratio_ci_hi,client_p50_s_verdict"
+    rows = [
+        "go/frame/pool=on,xferd-go,frame,5,0,,,,,,,,,,,,,,",
+        "c/frame/alloc=glibc,xferd-c,frame,5,0,0.8,0.7,0.9,better,0.01,1.0,0.9,1.1,,0.5,1.1,1.0,1.2,x",
+    ]
+    path = tmp_path / "summary.csv"
+    path.write_text("\n".join([head, *rows]) + "\n")
+    figs = read_verdicts(path, busy=True)
+    assert figs == [Figure(f"run c/frame/alloc=glibc {cpu}", "ratio", "lower", 0.8, 0.7, 0.9, 5, True, note="better")]
