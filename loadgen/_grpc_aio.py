@@ -80,6 +80,11 @@ class AioClient:
         self._upload: grpc.aio.StreamUnaryMultiCallable[bytes, pb.UploadResponse] = self._channel.stream_unary(
             "/xfer.v1.FileTransfer/Upload", request_serializer=None, response_deserializer=pb.UploadResponse.FromString)
 
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The channel itself, for calls of methods this client has no stub for (loadgen._call_user)."""
+        return self._channel
+
     async def close(self) -> None:
         await self._channel.close()
 

@@ -12,7 +12,7 @@ from typing import Any
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import generate_latest
 
-from loadgen import _cluster, _conns, _endpoint, _profiles
+from loadgen import _call_user, _cluster, _conns, _endpoint, _profiles
 from loadgen._checks import EXIT_CHECK_FAILED, RunFigures, verdict
 from loadgen._options import Config, config_from, register
 from loadgen._process import XferProcess, begin, current
@@ -23,6 +23,7 @@ from loadgen._webui import refuse_bad_swarm
 log = logging.getLogger("xfer")
 EXIT_BAD_OPTION = 2
 MIX_CLASSES = {"upload": "UploadUser", "download": "DownloadUser", "echo": "EchoUser", "meta": "MetaUser"}
+CALL_CLASS = "CallUser"  # --xfer-call: the one class that runs, whatever --xfer-mix says
 
 
 def _fail_start(message: str) -> None:
@@ -42,6 +43,7 @@ def start_checks(opts: Any, host: str | None, role: str = "local") -> tuple[Conf
     if role != "worker" and (host or headless):
         transport = check_host(host)
         _conns.check_engine(cfg, transport)
+    _call_user.start_check(cfg, host, transport)  # with --xfer-call and a host: finds the method, checks --xfer-data
     if (role != "worker" and headless and cfg.profile in _profiles.NEEDS_RUN_TIME
             and not getattr(opts, "run_time", None)):
         raise ValueError(f"--xfer-profile {cfg.profile} needs -t/--run-time (its shape is scaled to the run time)")
@@ -74,11 +76,15 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_kw: Any) -> N
 
 
 def _apply_mix(xfer: XferProcess) -> None:
-    """Sets the user classes' weights from --xfer-mix and drops the disabled ones."""
+    """Sets the user classes' weights from --xfer-mix (or CallUser's alone with --xfer-call) and drops the
+    disabled ones."""
+    call = bool(xfer.config.call)
     for cls in xfer.user_classes:
+        if cls.__name__ == CALL_CLASS:
+            cls.weight = 1 if call else 0
         for method, name in MIX_CLASSES.items():
             if cls.__name__ == name:
-                cls.weight = xfer.config.mix[method]
+                cls.weight = 0 if call else xfer.config.mix[method]
     kept = [c for c in xfer.user_classes if c.weight > 0 or c.fixed_count > 0]
     if not kept:
         raise ValueError("--xfer-mix leaves no user class with a weight above 0 among "

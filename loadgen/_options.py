@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen._call_options import CALL_HELP, parse_call, parse_import_path, parse_proto, parse_protoset
 from loadgen._checks import CHECK_HELP, Check, parse_checks
+from loadgen._template import TEMPLATE_HELP, Template, parse_data
 from py_client.durations import DURATION_HELP, parse_duration
 from py_client.sizes import MIB, SIZE_HELP, parse_size
 
@@ -430,6 +432,15 @@ OPTIONS: tuple[XferOption, ...] = (
                "Folder where each Locust process writes its final metrics (<role>-<pid>.prom) at exit"),
     XferOption("check", "", parse_checks,
                "Thresholds that set the exit code (3 when one fails or has no samples): " + CHECK_HELP),
+    XferOption("call", "", parse_call,
+               "Call this gRPC method instead of the --xfer-mix users (CallUser): " + CALL_HELP + "; found by the "
+               "server's reflection unless --xfer-proto or --xfer-protoset is given"),
+    XferOption("data", "", parse_data, "The --xfer-call request: " + TEMPLATE_HELP),
+    XferOption("proto", "", parse_proto, "A .proto file defining the --xfer-call service (compiled at start)"),
+    XferOption("import_path", "", parse_import_path,
+               "Folders (DIR[,DIR...]) that --xfer-proto's imports are found in; default its own folder"),
+    XferOption("protoset", "", parse_protoset,
+               "A descriptor set (protoc --descriptor_set_out) defining the --xfer-call service"),
 )
 BY_KEY: dict[str, XferOption] = {o.key: o for o in OPTIONS}
 
@@ -477,6 +488,11 @@ class Config:
     metrics_host: str
     metrics_dump: str
     check: list[Check]
+    call: str
+    data: Template | None
+    proto: str
+    import_path: tuple[str, ...]
+    protoset: str
 
 
 def _argparse_type(opt: XferOption) -> Callable[[str], str]:

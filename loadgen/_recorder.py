@@ -31,7 +31,7 @@ assert set(map(float, PROTOCOL_BOUNDS)) <= set(BOUNDS)
 FINE_MIN = 1e-6
 _LOG_G = math.log(1.01)
 
-TOP_METHODS = ("Upload", "Download", "Echo", "Meta")  # whole operations; UploadChunk/DownloadChunk are their parts
+CHUNK_METHODS = ("UploadChunk", "DownloadChunk")  # parts of Upload/Download: every other method is an operation
 
 
 def fine_index(seconds: float) -> int:
@@ -165,9 +165,10 @@ class Snapshot:
         return self
 
     def methods(self, method: str | None) -> list[Series]:
-        """Series of one method, or of the whole operations (Upload, Download, Echo) when None."""
-        want = (method,) if method else TOP_METHODS
-        return [s for (_t, m), s in self.series.items() if m in want]
+        """Series of one method, or of the whole operations (every method but the chunk calls) when None."""
+        if method:
+            return [s for (_t, m), s in self.series.items() if m == method]
+        return [s for (_t, m), s in self.series.items() if m not in CHUNK_METHODS]
 
     def codes(self, transport: str, method: str) -> dict[str, int]:
         """Calls of (transport, method) by outcome: "ok" and each error code."""

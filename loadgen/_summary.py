@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadgen._recorder import TOP_METHODS, Series, Snapshot, quantile
+from loadgen._recorder import CHUNK_METHODS, Series, Snapshot, quantile
 
 SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
 _HEADER = (f"{'transport':9} {'method':14} {'requests':>9} {'errors':>7} {'req/s':>9} {'avg ms':>9} "
@@ -33,7 +33,7 @@ def _row(transport: str, method: str, series: list[Series], wall_s: float) -> st
 
 
 def _table(snap: Snapshot, wall_s: float, whole: bool) -> list[str]:
-    keys = sorted(k for k, s in snap.series.items() if s.count and (k[1] in TOP_METHODS) == whole)
+    keys = sorted(k for k, s in snap.series.items() if s.count and (k[1] not in CHUNK_METHODS) == whole)
     return [_row(t, m, [snap.series[(t, m)]], wall_s) for t, m in keys]
 
 

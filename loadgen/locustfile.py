@@ -10,10 +10,11 @@ classes, the one shape (XferShape; with several, Locust silently takes the first
 from locust import events
 
 from loadgen import _hooks
+from loadgen._call_user import CallUser
 from loadgen._meta_user import MetaUser
 from loadgen._shape import XferShape
 from loadgen._users import DownloadUser, EchoUser, UploadUser
 
 _hooks.install(events)
 
-__all__ = ["DownloadUser", "EchoUser", "MetaUser", "UploadUser", "XferShape"]
+__all__ = ["CallUser", "DownloadUser", "EchoUser", "MetaUser", "UploadUser", "XferShape"]

@@ -1,0 +1,150 @@
+"""CallUser (--xfer-call) against a real xferd-go: a unary, a client-streaming and a server-streaming method found
+by the server's reflection, and one from a .proto file compiled at start. Every call Locust recorded, by status
+code, equals what the server counted (its own xfer_requests_total) once the run has ended. Each run has an
+xferd-go of its own and goes through the session's `runs` (tests/loadgen/harness.py), two at a time.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loadgen.harness import Runs, in_background, runs_for
+from tests.loadgen.support import Sample, fetch, parse_prom, run_locust, settled_metrics, summary_counts
+from tests.support.servers import running_server
+
+RUN_S = 1  # counts are compared, not rates: a second of calls is as telling as more
+COMMON = ["--headless", "-u", "2", "-r", "2", "-t", f"{RUN_S}s", "--xfer-metrics-port", "0", "--json"]
+ECHO = "xfer.v1.FileTransfer/Echo"
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return runs_for(request, tmp_path_factory)
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess[str]
+    method: str
+    served: dict[str, float]  # code -> calls of `method` the server counted during the run
+    client: list[Sample]  # the client's metrics, dumped at exit
+
+    def recorded(self) -> dict[str, float]:
+        """code -> calls of `method` in the client's xfer_client_requests_total."""
+        return _by_code(self.client, "xfer_client_requests_total", self.method)
+
+    def stats(self) -> dict[str, Any]:
+        """Locust's own --json statistics of `method`."""
+        (entry,) = [e for e in json.loads(self.proc.stdout) if e["name"] == self.method]
+        return dict(entry)
+
+
+def _by_code(samples: list[Sample], name: str, method: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for n, labels, v in samples:
+        if n == name and labels.get("method") == method and labels.get("transport") == "grpc" and v:
+            out[labels["code"]] = out.get(labels["code"], 0.0) + v
+    return out
+
+
+def _run(tmp: Path, method: str, *args: str) -> Run:
+    """One Locust process of CallUser against a new xferd-go; what the server counted of `method` meanwhile."""
+    with running_server("xferd-go", ["--store=mem"]) as server:
+        before = _by_code(parse_prom(fetch(server.metrics_url)), "xfer_requests_total", method)
+        r = run_locust(
+            [*COMMON, "--host", server.target("grpc"), "--xfer-metrics-dump", str(tmp), *args], timeout=RUN_S + 60
+        )
+        after = _by_code(settled_metrics(server.metrics_url), "xfer_requests_total", method)
+    served = {code: n - before.get(code, 0.0) for code, n in after.items() if n - before.get(code, 0.0)}
+    dumps = [parse_prom(p.read_text()) for p in tmp.glob("local-*.prom")]
+    assert len(dumps) == 1, r.stderr[-3000:]
+    return Run(r, method, served, dumps[0])
+
+
+def _upload_template(tmp: Path) -> str:
+    """A valid upload (header, two chunks, trailer with the content's CRC-32) under a new name per call."""
+    content = bytes(range(256)) * 8
+    messages = [
+        {"header": {"name": "call-{{process}}-{{user}}-{{seq}}", "size": len(content), "chunk_size": 1024}},
+        {"chunk": base64.b64encode(content[:1024]).decode()},
+        {"chunk": base64.b64encode(content[1024:]).decode()},
+        {"trailer": {"crc32": zlib.crc32(content)}},
+    ]
+    path = tmp / "upload.json"
+    path.write_text(json.dumps(messages))
+    return f"@{path}"
+
+
+def _assert_counts_match(run: Run, rc: int = 0) -> dict[str, float]:
+    """Locust's requests and failures, the client metrics by code and the server's counts by code agree."""
+    assert run.proc.returncode == rc, run.proc.stderr[-3000:]
+    assert "Traceback" not in run.proc.stderr, run.proc.stderr[-3000:]
+    recorded, stats = run.recorded(), run.stats()
+    assert recorded == run.served, (recorded, run.served)
+    assert stats["num_requests"] == sum(recorded.values()) > 0, (stats, recorded)
+    assert stats["num_failures"] == sum(n for code, n in recorded.items() if code != "ok"), (stats, recorded)
+    assert summary_counts(run.proc.stderr)[run.method] == stats["num_requests"]
+    return recorded
+
+
+@in_background(lambda tmp: _run(tmp, "Echo", "--xfer-call", ECHO, "--xfer-data", '{"payload": "{{bytes:64}}"}'))
+def test_unary_by_reflection(runs: Runs, request: pytest.FixtureRequest) -> None:
+    recorded = _assert_counts_match(runs[request.node])
+    assert set(recorded) == {"ok"}
+
+
+@in_background(
+    lambda tmp: _run(tmp, "Upload", "--xfer-call", "xfer.v1.FileTransfer/Upload", "--xfer-data", _upload_template(tmp))
+)
+def test_client_stream_by_reflection(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """Every upload committed: the server checked each one's CRC-32 against its trailer."""
+    recorded = _assert_counts_match(runs[request.node])
+    assert set(recorded) == {"ok"}
+
+
+@in_background(
+    lambda tmp: _run(
+        tmp,
+        "Download",
+        "--xfer-call",
+        "xfer.v1.FileTransfer/Download",
+        "--xfer-data",
+        '[{"name": "gen:{{key:50000}}:7", "chunk_size": 4096}, {"name": "no-such-file"}]',
+    )
+)
+def test_server_stream_by_reflection(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """A list for a server-streaming method: its messages in turn, so every other call is not_found."""
+    recorded = _assert_counts_match(runs[request.node], rc=1)  # Locust's exit status when calls failed
+    assert set(recorded) == {"ok", "not_found"}, recorded
+    assert abs(recorded["ok"] - recorded["not_found"]) <= 2  # each of the 2 users alternates
+
+
+@in_background(
+    lambda tmp: _run(
+        tmp,
+        "Echo",
+        "--xfer-call",
+        ECHO,
+        "--xfer-data",
+        '{"payload": "aGVsbG8="}',
+        "--xfer-proto",
+        "proto/xfer/v1/file_transfer.proto",
+        "--xfer-import-path",
+        "proto",
+        "--xfer-check",
+        "failures==0",
+    )
+)
+def test_unary_from_proto_file(runs: Runs, request: pytest.FixtureRequest) -> None:
+    run = runs[request.node]
+    recorded = _assert_counts_match(run)
+    assert set(recorded) == {"ok"}
+    assert "xfer-check PASS: failures==0" in run.proc.stderr, run.proc.stderr[-2000:]
