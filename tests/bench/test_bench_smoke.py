@@ -50,8 +50,8 @@ def test_smoke_appends_one_whole_record(tmp_path: Path) -> None:
             assert math.isfinite(f[k]) and f[k] > 0, f
         assert f["lo"] <= f["median"] <= f["hi"], f
         assert f["rounds"] == 1 and isinstance(f["busy"], bool) and f["better"] in ("higher", "lower")
-    # Every figure is printed, and a busy one is marked so (the console is 160 columns wide off a terminal).
-    rows = done.stdout.splitlines()
+    # Every figure is in the table, a busy one marked so (the console is 160 columns wide off a terminal).
+    rows = [r for r in done.stdout.splitlines() if "│" in r]  # the table's rows, not the progress lines
     for f in rec["figures"]:
         row = next((r for r in rows if f" {f['name']} " in r), None)
         assert row is not None, f["name"]

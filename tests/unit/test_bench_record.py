@@ -115,10 +115,10 @@ def test_run_verdicts_are_read_from_summary_csv(tmp_path: Path) -> None:
     head += ",client_qps_ratio,client_qps_ratio_ci_lo,client_qps_ratio_ci_hi,client_qps_verdict,client_qps_p"
     head += ",client_p50_s_ratio,client_p50_s_ratio_ci_lo,client_p50_s_ratio_ci_hi,client_p50_s_verdict"
     rows = [
-        "go/frame/pool=on,xferd-go,frame,5,0,,,,,,,,,,,,,,",
+        "go/frame/pool=on,xferd-go,frame,5,0,1,1,1,no significant difference,,,,,,,,,,",
         "c/frame/alloc=glibc,xferd-c,frame,5,0,0.8,0.7,0.9,better,0.01,1.0,0.9,1.1,,0.5,1.1,1.0,1.2,x",
     ]
     path = tmp_path / "summary.csv"
     path.write_text("\n".join([head, *rows]) + "\n")
-    figs = read_verdicts(path, busy=True)
+    figs = read_verdicts(path, busy=True, baseline="go/frame/pool=on")
     assert figs == [Figure(f"run c/frame/alloc=glibc {cpu}", "ratio", "lower", 0.8, 0.7, 0.9, 5, True, note="better")]

@@ -11,19 +11,20 @@ from pathlib import Path
 
 from xferbench import process, servers
 from xferbench.bench import tools
-from xferbench.bench.record import Samples, load1
+from xferbench.bench.record import BUSY_LOAD, Samples, load1
 
 FILE = "16MiB"  # frame transfers: big enough for many chunks per call sequence, small enough for a disk store
 FRAME = ("--conns", "2", "--inflight", "4", "--chunk", "1MiB", "--file-size", FILE)
 C_GO = ("xferd-c", "xferd-go")
 ANCHOR = {"mem": "iperf3", "disk": "iperf3 -F"}  # a disk store's ceiling: iperf3's server writing a file
-# Offered rates of the allocator case, in frame calls/s: the server busy for a fifth of its core or more, so
-# its CPU time, counted in 10 ms ticks, resolves a few percent in a window, and far below what it can serve.
+# Offered rates of the allocator case, in frame calls/s: the server busy for two fifths of its core or more, so
+# its CPU time, counted in 10 ms ticks, resolves a few percent in a half-length window (20 runs a round: the
+# case would otherwise take half the bench), and far below what it can serve.
 ALLOC_LOAD: dict[str, tuple[str, ...]] = {
-    "echo": ("--method", "echo", "--size", "256", "--rate", "3000"),
-    "upload": ("--method", "upload", "--chunk", "256KiB", "--file-size", "1MiB", "--rate", "400"),
-    "download": ("--method", "download", "--chunk", "256KiB", "--name", "gen:1MiB:1", "--rate", "400"),
-    "meta": ("--method", "meta", "--rate", "1500"),
+    "echo": ("--method", "echo", "--size", "256", "--rate", "6000"),
+    "upload": ("--method", "upload", "--chunk", "256KiB", "--file-size", "1MiB", "--rate", "800"),
+    "download": ("--method", "download", "--chunk", "256KiB", "--name", "gen:1MiB:1", "--rate", "800"),
+    "meta": ("--method", "meta", "--rate", "3000"),
 }
 
 
@@ -39,8 +40,9 @@ class Ctx:
         if value <= 0:
             raise tools.BenchError(f"{name}: measured {value}")
         s = self.samples.setdefault(name, Samples(name, unit, better))
-        s.add(value, load1())
-        self.say(f"{name} = {value:.3f}")
+        load = load1()
+        s.add(value, load)
+        self.say(f"{name} = {value:.3f}" + (f"  busy (load {load:.2f})" if load > BUSY_LOAD else ""))
 
 
 def ordered(r: int, items: tuple[str, ...]) -> tuple[str, ...]:
@@ -214,7 +216,7 @@ def allocators(ctx: Ctx, r: int) -> None:
             if srv.ready.get("alloc") != alloc:
                 raise tools.BenchError(f"xferd-c --alloc={alloc} is ready with {srv.ready_line!r}")
             for m in methods:
-                cpu[alloc, m] = _cpu_per_call(srv, ctx.window_s, ALLOC_LOAD[m])
+                cpu[alloc, m] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD[m])
         finally:
             srv.stop()
     for alloc in allocs[1:]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 from xferbench.bench import tools
@@ -28,15 +29,20 @@ def run_quick(out: Path, busy: bool) -> list[Figure]:
         raise tools.BenchError(f"xferbench run {EXPERIMENT.name} ran past {RUN_TIMEOUT_S:.0f}s") from None
     if done.returncode != 0 or not (out / "summary.csv").exists():
         raise tools.BenchError(f"xferbench run exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
-    return read_verdicts(out / "summary.csv", busy)
+    with open(EXPERIMENT, "rb") as f:
+        baseline = str(tomllib.load(f)["experiment"].get("baseline", ""))
+    return read_verdicts(out / "summary.csv", busy, baseline)
 
 
-def read_verdicts(path: Path, busy: bool) -> list[Figure]:
-    """One figure per (cell, ranked metric) with a verdict: "run <cell> <metric>", the verdict as its note."""
+def read_verdicts(path: Path, busy: bool, baseline: str = "") -> list[Figure]:
+    """One figure per (cell, ranked metric) with a verdict: "run <cell> <metric>", the verdict as its note.
+    The baseline's own row (1.0 against itself) is left out."""
     out = []
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
+        if row["cell"] == baseline:
+            continue
         for m, metric in BY_NAME.items():
             verdict = row.get(f"{m}_verdict") or ""
             ratio, lo, hi = (row.get(f"{m}_{k}") or "" for k in ("ratio", "ratio_ci_lo", "ratio_ci_hi"))
