@@ -19,6 +19,7 @@ import pytest
 from tests.loadgen.harness import Runs, in_background, runs_for
 from tests.loadgen.support import Sample, fetch, parse_prom, run_locust, settled_metrics, summary_counts
 from tests.support.servers import running_server
+from xfer.v1 import file_transfer_pb2
 
 RUN_S = 1  # counts are compared, not rates: a second of calls is as telling as more
 COMMON = ["--headless", "-u", "2", "-r", "2", "-t", f"{RUN_S}s", "--xfer-metrics-port", "0", "--json"]
@@ -148,3 +149,24 @@ def test_unary_from_proto_file(runs: Runs, request: pytest.FixtureRequest) -> No
     recorded = _assert_counts_match(run)
     assert set(recorded) == {"ok"}
     assert "xfer-check PASS: failures==0" in run.proc.stderr, run.proc.stderr[-2000:]
+
+
+@in_background(
+    lambda tmp: _run(
+        tmp,
+        "ServerReflectionInfo",
+        "--xfer-call",
+        "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "--xfer-data",
+        '[{"list_services": ""}, {"file_containing_symbol": "xfer.v1.FileTransfer"}]',
+    )
+)
+def test_bidirectional_stream(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """xferd-go's one bidirectional method is reflection itself (which its metrics leave out: not the workload).
+    Every call sends both requests and reads both answers: the same bytes each time, more than the descriptor."""
+    run = runs[request.node]
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    stats = run.stats()
+    n, length = stats["num_requests"], stats["total_content_length"]
+    assert n > 0 and stats["num_failures"] == 0 and run.recorded() == {"ok": n}, stats
+    assert length % n == 0 and length // n > len(file_transfer_pb2.DESCRIPTOR.serialized_pb), (length, n)
