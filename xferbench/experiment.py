@@ -68,7 +68,8 @@ Schema (every key below is optional unless marked *required*)::
                                 # duet defaults to false
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
-    server = "xferd-go"         # *required*: xferd-go | xferd-c (a kind of xferbench/servers.py)
+    server = "xferd-go"         # *required*: xferd-go | xferd-c (a kind of xferbench/servers.py) | command (any
+                                # executable: command, ready, metrics, alloc, gogc, ... as in xferbench/command.py)
     label = "go"                # short name used in cell names; default from the server
     binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
     args = ["--max-conns=256"]  # extra flags passed verbatim
@@ -101,7 +102,7 @@ from typing import Any
 import loadgen
 from py_client.durations import parse_duration
 from py_client.sizes import SIZE_HELP, parse_size
-from xferbench import servers
+from xferbench import command, servers
 from xferbench.servers import ALLOCATORS as ALLOCATORS  # cost.py reads it here
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,6 +330,7 @@ class Cell:
     axes: dict[str, str]  # the values that distinguish this cell within its group
     limits: Limits = field(default_factory=Limits)  # backend = "docker": the container's cgroup limits
     image: str | None = None  # backend = "docker": the image; None: the server's default image
+    command: command.Command | None = None  # server = "command": what to run and how it is ready
 
     @property
     def transport(self) -> str:
@@ -361,6 +363,7 @@ class Cell:
             "load": {k: getattr(self.load, k) for k in LOAD_KEYS},
             **({"limits": self.limits.to_json()} if self.limits != Limits() else {}),
             **({"image": self.image} if self.image else {}),
+            **({"command": self.command.to_json()} if self.command else {}),
         }
 
 
@@ -574,6 +577,10 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     if limited and backend != "docker":
         raise ExperimentError(f"servers.limits (cell {limited[0]!r}): container limits need experiment.backend = "
                               '"docker"; a host process gets no cgroup limits here')
+    commands = [c.name for c in cells if c.command is not None]
+    if commands and (backend == "docker" or "soak" in data):
+        raise ExperimentError(f"servers (cell {commands[0]!r}): a command server runs as a host process without "
+                              '[soak] for now; drop experiment.backend = "docker" / [soak]')
     if profile and any(c.load.mode == "capacity" for c in cells):
         raise ExperimentError('experiment.profile = true: a capacity search (load.mode = "capacity") is not '
                               "profiled (its steps have no one measured window); drop one of them")
@@ -695,11 +702,17 @@ def _pinning(tab: dict[str, Any]) -> Pinning:
 
 
 def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
-    _unknown(g, ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image"), where)
     server = g.get("server")
-    if server not in SERVER_SPECS:
-        raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join(SERVER_SPECS)}")
-    spec = SERVER_SPECS[server]
+    if server not in SERVER_SPECS and server != servers.COMMAND.name:
+        raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join([*SERVER_SPECS, servers.COMMAND.name])}")
+    spec = servers.get(server)
+    cmd = None
+    if spec is servers.COMMAND:  # any executable: its own keys, read by xferbench/command.py
+        try:
+            cmd, g = command.group(g, where)
+        except command.CommandError as e:
+            raise ExperimentError(str(e)) from None
+    _unknown(g, ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image"), where)
     label = g.get("label", spec.label)
     if not isinstance(label, str) or not label:
         raise ExperimentError(f"{where}.label = {label!r}: expected a non-empty string")
@@ -808,7 +821,8 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
             float(limit_vals["cpus"]) if "cpus" in limit_vals else None,
             parse_size(limit_vals["memory"]) if "memory" in limit_vals else None,
         )
-        cells.append(Cell(name, server, binary, cflags, cenv, tuple(args), load, axis_vals, cell_limits, image))
+        cells.append(Cell(name, server, binary, cflags, cenv, tuple(args), load, axis_vals, cell_limits, image,
+                          cmd))
     return cells
 
 

@@ -124,9 +124,12 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
     return out
 
 
-def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> dict[str, Any]:
+def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
+                   client_requests: float | None = None) -> dict[str, Any]:
     """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
-    allocator figures over the window. Figures a server does not export stay None."""
+    allocator figures over the window. Figures a server does not export stay None. The per-request figures
+    divide by the server's own count (xfer_requests_total), or by `client_requests` when it keeps none (a
+    command server exporting only the Go runtime's or process_* series)."""
     keys = (
         "server_qps",
         "server_p95_s",
@@ -170,6 +173,8 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None) -> 
     req = counter_delta(a.sum("xfer_requests_total"), b.sum("xfer_requests_total"))
     moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
     out["server_requests"] = req
+    if req is None and b.sum("xfer_requests_total") is None:
+        req = client_requests
     if cpu is not None and req:
         out["server_cpu_per_request_s"] = cpu / req
     if cpu is not None and moved:

@@ -104,6 +104,15 @@ METRICS: tuple[Metric, ...] = (
     Metric("conns_opened_per_s", "client connections opened/s", "/s", "lower", "compared", "rate"),
     Metric("reconnects_per_s", "client reconnects/s", "/s", "lower", "compared", "rate"),
     Metric("time_wait_peak", "TIME_WAIT peak", "", "lower", "compared", "peak"),
+    # /proc/PID of a host process (xferbench/procfs.py): what any server, ours or a command's, is measured by
+    Metric("proc_cpu_per_request_s", "CPU per client request (/proc)", "s", "lower", "compared", "per-unit", bar=True),
+    Metric("proc_cpu_cores", "CPU (/proc)", "cores", "lower", "compared", "rate"),
+    Metric("proc_rss_peak_bytes", "peak RSS (/proc)", "B", "lower", "compared", "peak"),
+    Metric("proc_rss_mean_bytes", "mean RSS (/proc)", "B", "lower", "compared", "mean"),
+    Metric("proc_threads_peak", "threads peak", "", "lower", "compared", "peak"),
+    Metric("proc_ctx_switches_per_s", "context switches/s", "/s", "lower", "compared", "rate"),
+    Metric("proc_page_faults_per_s", "page faults/s", "/s", "lower", "compared", "rate"),
+    Metric("proc_fds_peak", "open descriptors peak", "", "lower", "compared", "peak"),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 # The metrics that get verdicts (one Holm family per report), in the order the verdict table lists them.

@@ -197,7 +197,7 @@ class Server:
         if not Path(self.argv[0]).exists():
             self._close_log()
             raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
-        self.proc = spawn(self.argv, env=env, cpus=cpus)
+        self.proc = self._spawn(env, cpus)
         try:
             self._wait_ready(ready_timeout_s)
         except BaseException:
@@ -208,6 +208,14 @@ class Server:
         self._drainer = threading.Thread(target=self._drain, name=f"{name}-stderr", daemon=True)
         self._drainer.start()
 
+    def _spawn(self, env: dict[str, str], cpus: Sequence[int] | None) -> subprocess.Popen[bytes]:
+        return spawn(self.argv, env=env, cpus=cpus)
+
+    @property
+    def _pipe(self) -> IO[bytes] | None:
+        """What the tail and the log read: stderr, or stdout when a subclass merged stderr into it."""
+        return self.proc.stderr if self.proc.stderr is not None else self.proc.stdout
+
     def _line(self, line: str) -> None:
         self.tail.append(line)
         if self._log:
@@ -215,8 +223,8 @@ class Server:
             self._log.flush()
 
     def _wait_ready(self, timeout_s: float) -> None:
-        assert self.proc.stderr is not None
-        fd = self.proc.stderr.fileno()
+        assert self._pipe is not None
+        fd = self._pipe.fileno()
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         deadline = time.monotonic() + timeout_s
@@ -250,8 +258,8 @@ class Server:
             sel.close()
 
     def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        fd = self.proc.stderr.fileno()
+        assert self._pipe is not None
+        fd = self._pipe.fileno()
         while True:
             try:
                 chunk = os.read(fd, 65536)
@@ -268,10 +276,10 @@ class Server:
             self._buf = b""
 
     def _drain_rest(self) -> None:
-        if self.proc.stderr is None:
+        if self._pipe is None:
             return
         with contextlib.suppress(OSError, ValueError):
-            rest = self.proc.stderr.read()
+            rest = self._pipe.read()
             for line in (getattr(self, "_buf", b"") + rest).decode(errors="replace").splitlines():
                 self._line(line)
 
@@ -297,7 +305,7 @@ class Server:
         code = stop(self.proc, sig)
         self._drainer.join(timeout=5)
         with contextlib.suppress(Exception):
-            if self.proc.stderr:
-                self.proc.stderr.close()
+            if self._pipe:
+                self._pipe.close()
         self._close_log()
         return code

@@ -110,6 +110,16 @@ class RunRow:
     reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
     time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
 
+    # --- the measured window: the server process as /proc/PID shows it (xferbench/procfs.py), whatever it exports
+    proc_cpu_cores: float | None = None
+    proc_cpu_per_request_s: float | None = None  # over the client's count of operations
+    proc_rss_peak_bytes: float | None = None
+    proc_rss_mean_bytes: float | None = None
+    proc_threads_peak: float | None = None
+    proc_ctx_switches_per_s: float | None = None
+    proc_page_faults_per_s: float | None = None
+    proc_fds_peak: float | None = None
+
     # --- files beside runs.jsonl ----------------------------------------------------------------------
     timeseries: str | None = None  # timeseries/<stem>.csv
     soak_series: str | None = None  # timeseries/<stem>.soak.csv

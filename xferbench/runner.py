@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from xferbench import capacity, figures, procfs, profile, servers, soak, stats, steps
+from xferbench import capacity, commandserver, figures, procfs, profile, servers, soak, stats, steps
 from xferbench.experiment import Cell, Experiment, Load, slug
 from xferbench.generator import Generator, generator_class
 from xferbench.matrix import ORDER_SEED, Run, round_runs, round_units, schedule
@@ -426,6 +426,9 @@ def start(live: _Live) -> None:
         live.proxy, live.client_addr = _network_proxy(exp, cell, server, live.log("toxiproxy"))
         row.network = {**exp.network.to_json(), "proxy": live.client_addr}
         row.pids["toxiproxy"] = live.proxy.proc.pid
+    if cell.command is not None and cell.command.metrics is None:
+        live.source = ScrapeSource()  # never begun: no server series, only the /proc figures
+        return
     try:
         metrics_addr = server.addr(servers.get(cell.server).metrics_key)
     except KeyError as e:
@@ -442,6 +445,8 @@ def start(live: _Live) -> None:
 
 def _start_server(live: _Live) -> Server | ContainerServer:
     exp, cell = live.exp, live.run.cell
+    if cell.command is not None:
+        return commandserver.start(cell, live.log("server"), exp.pinning.server or None)
     if exp.backend != "docker":
         return Server(cell.server, cell.server_argv(), cell.server_env(), log_path=live.log("server"),
                       cpus=exp.pinning.server or None, ready_word=servers.get(cell.server).ready_word)
@@ -558,6 +563,7 @@ class _Phase:
     profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
     time_wait: list[int] = field(default_factory=list)  # TIME_WAIT sockets on the server's port, each tick
     gen_ticks: list[steps.Tick] = field(default_factory=list)  # the generator CPUs' idle time at every tick
+    proc: list[procfs.Sample] = field(default_factory=list)  # the server's /proc/PID at every tick
 
 
 def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
@@ -643,7 +649,10 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
         if (tw := procfs.time_wait(tw_ports)) is not None:
             phase.time_wait.append(tw)
         _gen_tick(live, phase)
-        live.source.tick()
+        if (proc := procfs.sample(server.proc.pid)) is not None:
+            phase.proc.append(proc)
+        if live.begun:
+            live.source.tick()
         if live.watch is not None:
             live.watch.tick()
         if live.shadow is not None:
@@ -698,7 +707,8 @@ def _phase_figures(live: _Live, phase: _Phase, search_step: bool) -> dict[str, A
     srv_whole = live.source.snapshots(phase.t0, t_b)
     out["duration_s"] = round(t_b - t_a, 3)
     out.update(figures.client_figures(win_c))
-    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole))
+    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out["client_requests"]))
+    out.update(procfs.window_figures(phase.proc, t_a, t_b, out["client_requests"]))
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
     if live.watch is not None and not search_step:
         out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))

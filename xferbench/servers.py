@@ -10,6 +10,7 @@ imports nothing of the runner's.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,9 +201,48 @@ SERVERS: dict[str, ServerSpec] = {
 }
 
 
+# Go's own syntax: GOGC=off, GOMEMLIMIT in bytes; checked here so that a typo fails before anything starts.
+def go_gc(v: Any) -> str:
+    if v == "off" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+        return str(v)
+    raise ValueError('a positive integer (percent) | "off"')
+
+
+def godebug(v: Any) -> str:
+    if isinstance(v, str) and re.fullmatch(r"[a-z0-9_]+=[^,\s=]+(,[a-z0-9_]+=[^,\s=]+)*", v):
+        return v
+    raise ValueError('GODEBUG settings, "name=value[,name=value...]"')
+
+
+# `server = "command"`: any executable, described by the experiment's own command, ready and metrics keys
+# (xferbench/command.py) rather than by binary, ports and ready line. Kept out of SERVERS, which lists the
+# servers this repository builds (the stack, the images and the test suites iterate it). Its flags are the
+# [[servers]] keys that become its environment: LD_PRELOAD for alloc, GOGC, GOMEMLIMIT, GOMAXPROCS, GODEBUG.
+COMMAND = ServerSpec(
+    name="command",
+    label="cmd",
+    binary_env="XFERBENCH_COMMAND_BIN",  # unused: the command names its executable
+    binary="",
+    transports=("grpc", "frame"),
+    ports={},
+    flags={
+        "alloc": one_of(*(a for a in ALLOCATORS if a != "pool")),
+        "gogc": go_gc,
+        "gomemlimit": bytes_or_off,
+        "gomaxprocs": pos_int,
+        "godebug": godebug,
+    },
+    ready_word="",
+    profiler=None,
+    image=None,
+)
+
+
 def get(name: str) -> ServerSpec:
     """The entry of a kind of server; KeyError names the known ones."""
+    if name == COMMAND.name:
+        return COMMAND
     try:
         return SERVERS[name]
     except KeyError:
-        raise KeyError(f"unknown server {name!r}; known: {' | '.join(SERVERS)}") from None
+        raise KeyError(f"unknown server {name!r}; known: {' | '.join([*SERVERS, COMMAND.name])}") from None
