@@ -6,6 +6,7 @@ names its condition and shows the log's tail. Each run is 1 s of warm-up and 2 s
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -168,3 +169,12 @@ def test_ready_by_http_waits_for_a_2xx() -> None:
         assert server.addr("metrics") == server.ready["metrics"]
     finally:
         assert server.stop() == 0
+
+
+def test_a_static_program_is_refused_an_allocator(tmp_path: Path) -> None:
+    """A program with no PT_INTERP: no loader runs, so nothing reads LD_PRELOAD (built here, static, by gcc)."""
+    (tmp_path / "s.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-static", "-o", str(tmp_path / "s"), str(tmp_path / "s.c")], check=True, timeout=60)
+    entry = f'[[servers]]\nserver = "command"\ncommand = ["{tmp_path / "s"}", "{{port}}"]\nalloc = "mimalloc"\n'
+    with pytest.raises(xe.ExperimentError, match="is statically linked: LD_PRELOAD cannot replace its malloc"):
+        _parse(entry)
