@@ -26,9 +26,13 @@ phase() {
 
 # Each pytest phase also writes JUnit XML under build/test-results/ (.ci/run totals them in its last line).
 # Exit 5 (no test collected) counts as a failure: a selection that finds nothing tests nothing.
+# Two pytest-xdist workers, one test file each at a time (module fixtures stay one per file): most of a test's
+# time is a server and a Locust process waiting out a fixed window at a fraction of a core, so two files side by
+# side nearly halve the wall time. Every test starts its own servers on free ports, in its own folders, and
+# asserts bounds that hold on a busy machine. PYTEST_WORKERS=0 runs them one at a time.
 pytest_marked() {
   mkdir -p build/test-results
-  $PYTEST -q -m "$1" --junitxml="build/test-results/$2.xml"
+  $PYTEST -q -m "$1" -n "${PYTEST_WORKERS:-2}" --dist loadfile --junitxml="build/test-results/$2.xml"
 }
 
 case "$suite" in

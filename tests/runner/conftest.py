@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 
 from xferbench import experiment as xe
+from xferbench.containers import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +46,21 @@ def processes_mentioning(token: str) -> list[str]:
         if token in cmd and p.pid != os.getpid() and p.info.get("status") != psutil.STATUS_ZOMBIE:
             found.append(f"{p.pid}: {cmd}")
     return found
+
+
+def stray_children() -> list[psutil.Process]:
+    """This test process's children, but the container engine's API service: whichever test first needs the
+    engine starts it as a child of the test process, and it serves every later test (and, under pytest-xdist,
+    it belongs to whichever worker ran that test first)."""
+    socket = str(engine.SOCKET)
+    return [c for c in psutil.Process().children(recursive=True) if socket not in " ".join(_cmdline(c))]
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:  # gone, or a zombie: not the engine
+        return []
 
 
 def running(p: psutil.Process) -> bool:

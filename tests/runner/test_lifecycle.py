@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from tests.runner.conftest import experiment_file, processes_mentioning, running
+from tests.runner.conftest import experiment_file, processes_mentioning, running, stray_children
 from xferbench import report, runner, stack
 from xferbench.experiment import SERVER_SPECS
 from xferbench.matrix import Run, schedule
@@ -197,7 +197,7 @@ generator = [{GEN_CPU}]
     assert len(_row_pids(res.rows)) == 4  # server + locust of the two cells whose server started
     assert not _gone(_row_pids(res.rows)), "processes left behind"
     assert set(live_pids()) <= before
-    assert not psutil.Process().children(recursive=True)
+    assert not stray_children()
     assert not processes_mentioning(str(tmp_path)), "orphans left behind"
 
 

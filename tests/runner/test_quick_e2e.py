@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from py_client.sizes import parse_size
+from tests.runner.conftest import stray_children
 from xferbench import experiment as xe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ def _check_run(exp: xe.Experiment, run_dir: Path) -> None:
     for n in names:
         assert f"`{n}`" in md and n in html
     assert "plotly" in html and "<script src=" not in html  # self-contained: plotly.js inlined
-    assert not psutil.Process().children(recursive=True)
+    assert not stray_children()
     pids = [pid for r in rows for pid in (r.get("pids") or {}).values()]
     assert pids and not [p for p in pids if _alive(p)], "processes left behind"
 

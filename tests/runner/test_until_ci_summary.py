@@ -24,11 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 from scipy import stats as sps
 
-from tests.runner.conftest import experiment_file, processes_mentioning
+from tests.runner.conftest import experiment_file, processes_mentioning, stray_children
 from xferbench import cli, runner
 
 CAP = 4
@@ -85,7 +84,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         mp.undo()
     assert code == 0, (out / "runs.jsonl").read_text() if (out / "runs.jsonl").exists() else "no runs.jsonl"
-    assert not psutil.Process().children(recursive=True), "the sweep left a child process"
+    assert not stray_children(), "the sweep left a child process"
     assert not processes_mentioning(str(out)), "orphans left behind"
     yield out
 
