@@ -14,7 +14,11 @@ APT_PACKAGES=(
   valgrind
   prometheus
   linux-perf
+  etcd-server memcached
 )
+# Debian's packages that start (and enable) a system service on a fixed port; tests and experiments start
+# their own instances on free ports, so bootstrap stops and disables these.
+SERVICES=(prometheus etcd memcached)
 GO_MIN_MINOR=25
 # Toxiproxy puts latency, bandwidth limits and cut connections between Locust/py_client and a server
 # (tests/fault, an experiment's [network] table). Built from source with the Go toolchain: the module proxy
@@ -47,10 +51,22 @@ install_apt() {
   apt-get update -qq
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
-  # The prometheus package starts a system service on :9090; tests start their own on free ports.
-  if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
-    systemctl stop prometheus || true
-  fi
+  quiet_services
+}
+
+# A package's service left running would hold its port (:9090, :2379, :11211) and memory during every run;
+# enabled, it would come back at the next boot.
+quiet_services() {
+  command -v systemctl >/dev/null || return 0
+  local s
+  for s in "${SERVICES[@]}"; do
+    if systemctl is-active --quiet "$s" 2>/dev/null; then
+      systemctl stop "$s" || true
+    fi
+    if systemctl is-enabled --quiet "$s" 2>/dev/null; then
+      systemctl disable --quiet "$s" 2>/dev/null || true
+    fi
+  done
 }
 
 check_go() {
