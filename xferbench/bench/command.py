@@ -114,7 +114,10 @@ def measure(console: Console, args: argparse.Namespace, cases: list[str], before
             figures = [Figure.of(s) for s in ctx.samples.values()]
             if not args.no_run:
                 bar.update(task, description="make run: xferbench run experiments/quick.toml")
-                figures += verdicts.run_quick(tmp / "run", load1() > BUSY_LOAD)
+                try:
+                    figures += verdicts.run_quick(tmp / "run", load1() > BUSY_LOAD)
+                except tools.BenchError as e:  # the rounds' figures are still worth their record
+                    console.print(f"[red]make run's verdicts left out: {e}")
                 bar.advance(task)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,6 +15,7 @@ from xferbench.bench.record import ROOT, Figure
 from xferbench.metrics import BY_NAME
 
 EXPERIMENT = ROOT / "experiments" / "quick.toml"
+EXIT_SOME_RUNS_FAILED = 3  # as xferbench.cli, which this package may not import
 RUN_TIMEOUT_S = 600.0  # quick.toml takes ~3.5 min; twice that is a hung run
 
 
@@ -27,7 +28,9 @@ def run_quick(out: Path, busy: bool) -> list[Figure]:
         )
     except subprocess.TimeoutExpired:
         raise tools.BenchError(f"xferbench run {EXPERIMENT.name} ran past {RUN_TIMEOUT_S:.0f}s") from None
-    if done.returncode != 0 or not (out / "summary.csv").exists():
+    # Exit 3: some runs failed but the report is written; its verdicts stand on the runs that did not fail
+    # (each figure's rounds say how many).
+    if done.returncode not in (0, EXIT_SOME_RUNS_FAILED) or not (out / "summary.csv").exists():
         raise tools.BenchError(f"xferbench run exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
     with open(EXPERIMENT, "rb") as f:
         baseline = str(tomllib.load(f)["experiment"].get("baseline", ""))
