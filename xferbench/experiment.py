@@ -50,6 +50,10 @@ Schema (every key below is optional unless marked *required*)::
     transport = "grpc"          # grpc | frame; may be a list in a server group (a matrix axis)
     driver = "locust"           # locust | xferload (frame, one method of echo/meta, steady; xferbench/generator.py)
     frame_codec = "protobuf"    # protobuf | gob: xferload --codec (gob needs driver = "xferload")
+    call = "pkg.Service/Method" # any gRPC method (loadgen's CallUser), with data = '{"id": "{{seq}}"}' or
+                                # "@req.json", proto / import_path / protoset; or locustfile = "users.py": your
+                                # own Locust users; processes = N: Locust distributed (xferbench/userload.py;
+                                # paths relative to the experiment file; docs/EXPERIMENTS.md "Any gRPC method")
 
     [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
     server = [0]                # the server on the lower half, Locust on the upper half, disjoint
@@ -102,7 +106,7 @@ from typing import Any
 import loadgen
 from py_client.durations import parse_duration
 from py_client.sizes import SIZE_HELP, parse_size
-from xferbench import command, servers
+from xferbench import command, servers, userload
 from xferbench.servers import ALLOCATORS as ALLOCATORS  # cost.py reads it here
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +185,14 @@ class Load:
     slo_failures: float = 0.01
     driver: str = "locust"  # the load generator: locust (loadgen) or xferload (xferbench/generator.py)
     frame_codec: str = "protobuf"  # xferload --codec: the frame listener's codec (gob: xferd-go's net/rpc default)
+    # Any gRPC method (loadgen's --xfer-call ...), or the user's own Locust users: xferbench/userload.py.
+    call: str | None = None
+    data: str | None = None
+    proto: str | None = None
+    import_path: str | None = None  # DIR,DIR (a TOML list in the file)
+    protoset: str | None = None
+    locustfile: str | None = None
+    processes: int = 1  # Locust processes (--processes N: a master and N workers)
 
     @property
     def levels(self) -> tuple[int, ...]:
@@ -275,6 +287,11 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
         if v not in TRANSPORTS:
             raise bad(" | ".join(TRANSPORTS))
         return v
+    if key in userload.OWN_KEYS:
+        try:
+            return userload.check_value(key, v)
+        except ValueError as e:
+            raise ExperimentError(f"{where}.{key} = {e}") from None
     if key in ("driver", "frame_codec"):
         allowed = ("locust", "xferload") if key == "driver" else ("protobuf", "gob")
         if v not in allowed:
@@ -505,10 +522,12 @@ def _as_axis(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list) else [v]
 
 
-def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str = "experiment") -> Experiment:
-    """Validates a decoded TOML document; raises ExperimentError naming `source` and the field."""
+def parse(data: dict[str, Any], source: str = "<experiment>", default_name: str = "experiment",
+          base_dir: Path | None = None) -> Experiment:
+    """Validates a decoded TOML document; raises ExperimentError naming `source` and the field. Paths in
+    [load] are relative to `base_dir`, the experiment file's folder (default: the working directory)."""
     try:
-        return _parse(data, default_name)
+        return _parse(userload.absolute_document(data, base_dir or Path.cwd()), default_name)
     except ExperimentError as e:
         raise ExperimentError(f"{source}: {e}") from None
 
@@ -842,6 +861,10 @@ def _resolve_mode(load: Load, where: str) -> Load:
         check_driver(load)
     except ValueError as e:
         raise ExperimentError(f'{where}: load.driver = "{load.driver}": load.{e}') from None
+    try:
+        userload.check(load)
+    except ValueError as e:
+        raise ExperimentError(f"{where}: load.{e}") from None
     load = replace(load, mode=mode)
     return _stepped(load, where) if load.steps else load
 
@@ -939,7 +962,7 @@ def load_file(path: str | Path) -> Experiment:
         raise ExperimentError(f"{p}: not valid TOML: {e}") from None
     except OSError as e:
         raise ExperimentError(f"{p}: {e.strerror}") from None
-    exp = parse(data, str(p), default_name=p.stem)
+    exp = parse(data, str(p), default_name=p.stem, base_dir=p.resolve().parent)
     return replace(exp, path=p)
 
 

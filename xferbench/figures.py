@@ -11,6 +11,9 @@ from typing import Any
 
 from xferbench.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
+# loadgen's per-chunk records (loadgen/_recorder.py): by name, since any other method (a user's own, via
+# [load] call or locustfile) is a whole operation, whatever its name ends with
+CHUNK_METHODS = ("UploadChunk", "DownloadChunk")
 GEN_SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
 # ... and so is one whose CPUs had less than this left idle, however little of them it got: on a virtual
 # machine the hypervisor steals time, so a generator with no CPU left can show well under 0.9 cores of its own.
@@ -34,7 +37,7 @@ def _not_ok(d: dict[str, str]) -> bool:
 def _op(d: dict[str, str]) -> bool:
     """A whole client operation (Upload, Download, Echo), not a per-chunk record (UploadChunk, DownloadChunk)
     that loadgen also keeps: client QPS and percentiles count each call once."""
-    return not d.get("method", "").endswith("Chunk")
+    return d.get("method", "") not in CHUNK_METHODS
 
 
 def _op_not_ok(d: dict[str, str]) -> bool:

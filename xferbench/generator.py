@@ -12,9 +12,11 @@ beside the [load] schema: parsing calls it, so a bad combination fails before an
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,10 +32,14 @@ from xferbench.process import (
     stop,
     wait_until,
 )
+from xferbench.scrape import Snapshot, fetch, scrape
+from xferbench.userload import LOCUSTFILE_HOST
 
 DRIVERS = ("locust", "xferload")
+SCRAPE_TIMEOUT_S = 0.8  # within the runner's one-second tick
 FRAME_CODECS = ("protobuf", "gob")
 XFERLOAD = ROOT / "build" / "bin" / "xferload"
+REQUEST_METRICS = ROOT / "loadgen" / "_request_metrics.py"  # a user locustfile's client metrics
 
 
 class Generator:
@@ -43,7 +49,7 @@ class Generator:
 
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
                  cpus: Sequence[int] | None = None) -> None:
-        self.argv = self.command(host, load, metrics_port, run_time_s)
+        self.argv = self.command(host, load, metrics_port, run_time_s) + self.outputs(load, log_path)
         if os.path.isabs(self.argv[0]) and not Path(self.argv[0]).exists():
             raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
         self.metrics_port = metrics_port
@@ -57,9 +63,18 @@ class Generator:
     def command(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
         raise NotImplementedError
 
+    @staticmethod
+    def outputs(load: Load, log_path: Path) -> list[str]:
+        """Flags naming files the generator writes beside its log."""
+        return []
+
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def scrape(self) -> Snapshot | None:
+        """The client families now (None when the scrape failed), as the runner samples them every second."""
+        return scrape(self.metrics_url, timeout=SCRAPE_TIMEOUT_S)
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Polls the metrics port until it answers; raises ServerStartError with the output tail if the
@@ -84,11 +99,58 @@ class Generator:
 
 
 class LocustGenerator(Generator):
+    """Locust, alone or distributed (`processes`): then a master, whose own /metrics has no calls, and N workers
+    serving theirs on the next free ports, listed on the master's /workers. The master's /metrics/cluster
+    merges the workers' reports only every few seconds (Locust's report interval), too coarse for the
+    runner's one-second window edges, so each scrape reads the master and every worker and adds them up."""
+
     name = "locust"
+
+    def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
+                 cpus: Sequence[int] | None = None) -> None:
+        self.processes = load.processes
+        self.worker_urls: list[str] = []
+        super().__init__(host, load, metrics_port, run_time_s, log_path, cpus)
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Alone: its metrics port answers. Distributed: the master lists all its workers too."""
+        if self.processes <= 1:
+            super().wait_ready(timeout_s)
+            return
+        wait_until(self._workers_listed, self.proc,
+                   f"{self.name} (metrics port {self.metrics_port} and its {self.processes} workers)", timeout_s,
+                   self.tail)
+
+    def _workers_listed(self) -> bool:
+        try:
+            body = fetch(f"http://127.0.0.1:{self.metrics_port}/workers", timeout=SCRAPE_TIMEOUT_S)
+            urls = sorted(json.loads(body).get("workers", {}).values())
+        except (OSError, ValueError):
+            return False
+        self.worker_urls = [str(u) for u in urls]
+        return len(self.worker_urls) >= self.processes
+
+    def scrape(self) -> Snapshot | None:
+        if not self.worker_urls:
+            return super().scrape()
+        snaps = [scrape(u, timeout=SCRAPE_TIMEOUT_S) for u in [self.metrics_url, *self.worker_urls]]
+        if any(s is None for s in snaps):
+            return None  # a partial sum would look like a drop in every counter
+        total = Snapshot(snaps[0].t if snaps[0] is not None else time.time())
+        for s in snaps:
+            assert s is not None
+            for key, v in s.samples.items():
+                total.samples[key] = total.samples.get(key, 0.0) + v
+        return total
 
     @staticmethod
     def command(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
         return locust_argv(host, load, metrics_port, run_time_s)
+
+    @staticmethod
+    def outputs(load: Load, log_path: Path) -> list[str]:
+        # Locust's own statistics of a user locustfile's run (PREFIX_stats.csv, ...), kept to check against
+        return ["--csv", str(log_path.with_suffix(""))] if load.locustfile else []
 
 
 class XferloadGenerator(Generator):
@@ -108,10 +170,29 @@ def generator_class(driver: str) -> type[Generator]:
 def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
     """The Locust command line for one cell's load: Locust's own flags, then every [load] value that is a
     loadgen option as loadgen spells it (loadgen.command_line)."""
+    if load.locustfile:
+        return userload_argv(host, load, metrics_port, run_time_s)
     xfer = {k: getattr(load, k) for k in LOADGEN_KEYS if getattr(load, k) is not None}
     return [
         sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen"), "--headless", "--host", host,
         "-u", str(load.users), "-r", f"{load.spawn_rate:g}", "-t", f"{max(1, round(run_time_s))}s",
         *loadgen.command_line({**xfer, "metrics_port": metrics_port}),
+        *processes(load), "--only-summary", "--loglevel", "WARNING",
+    ]
+
+
+def processes(load: Load) -> list[str]:
+    """Locust distributed over the generator's CPUs: a master and N worker processes (Locust >= 2.19)."""
+    return ["--processes", str(load.processes)] if load.processes > 1 else []
+
+
+def userload_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
+    """The user's own locustfile, with loadgen/_request_metrics.py beside it for the client metrics; the
+    host is a URL (userload.LOCUSTFILE_HOST) whatever the cell's transport."""
+    addr = host.split("://", 1)[-1]
+    return [
+        sys.executable, "-m", "locust", "-f", f"{load.locustfile},{REQUEST_METRICS}", "--headless",
+        "--host", LOCUSTFILE_HOST.format(addr=addr), "-u", str(load.users), "-r", f"{load.spawn_rate:g}",
+        "-t", f"{max(1, round(run_time_s))}s", "--xfer-metrics-port", str(metrics_port),
         "--only-summary", "--loglevel", "WARNING",
     ]

@@ -39,7 +39,7 @@ from xferbench.process import READY_TIMEOUT_S, Server, ServerStartError, free_po
 from xferbench.progress_protocol import NullProgress
 from xferbench.row import RunRow
 from xferbench.runmeta import FILE, Machine, Network, Pinning, RunMeta, SoakGoal, UntilCIState
-from xferbench.scrape import Snapshot, scrape
+from xferbench.scrape import Snapshot
 from xferbench.sources import MetricsSource, ScrapeSource
 from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
 
@@ -645,7 +645,7 @@ def _sample(live: _Live, phase: _Phase, profiled: bool = False) -> None:
             )
         if not gen.alive():
             raise CellFailed(f"{gen.name} exited with status {gen.proc.returncode} during the run", gen.tail())
-        snap = scrape(gen.metrics_url, timeout=0.8)
+        snap = gen.scrape()
         if (tw := procfs.time_wait(tw_ports)) is not None:
             phase.time_wait.append(tw)
         _gen_tick(live, phase)

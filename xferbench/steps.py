@@ -96,7 +96,7 @@ def step_figures(win: Window, server: Sequence[Snapshot], gen_ticks: Sequence[Ti
 def average_s(a: Snapshot, b: Snapshot) -> float | None:
     """Mean operation latency between two scrapes: the histogram's sum over its count (chunk records apart)."""
     def op(d: dict[str, str]) -> bool:  # a whole operation, as figures counts them
-        return not d.get("method", "").endswith("Chunk")
+        return d.get("method", "") not in figures.CHUNK_METHODS
 
     total = counter_delta(a.sum(DURATION + "_sum", op), b.sum(DURATION + "_sum", op))
     n = counter_delta(a.sum(DURATION + "_count", op), b.sum(DURATION + "_count", op))

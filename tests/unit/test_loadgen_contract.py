@@ -19,7 +19,7 @@ def _exp(load: dict[str, object]) -> xe.Experiment:
 def test_loadgen_keys_are_the_load_keys_loadgen_declares() -> None:
     assert set(xe.LOADGEN_KEYS) == {"sizes", "chunk", "inflight", "verify", "profile", "mix", "rate", "echo_size",
                                     "meta_entries", "meta_size", "grpc_inflight", "connections",
-                                    "steps", "step_s"}
+                                    "steps", "step_s", "call", "data", "proto", "import_path", "protoset"}
     assert all(loadgen.option(k).flag == "--xfer-" + k.replace("_", "-") for k in xe.LOADGEN_KEYS)
 
 

@@ -1,0 +1,145 @@
+"""[load] aimed at the user's own target (xferbench/userload.py): any gRPC method through loadgen's CallUser
+(`call`, `data`), and a user's own locustfile run under the runner. Real servers on loopback, 1 s of warm-up
+and 2 s measured; plus the combinations refused when the experiment is read."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.runner.conftest import experiment_file
+from xferbench import experiment as xe
+from xferbench import runner
+from xferbench.row import RunRow
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUSTFILE = ROOT / "tests" / "support" / "http_locustfile.py"
+
+
+def _head(name: str, load: str, warmup_s: int = 1, users: int = 2) -> str:
+    return (
+        f'[experiment]\nname = "{name}"\nrepeats = 1\nduet = false\nwarmup_s = {warmup_s}\n'
+        f"[load]\nusers = {users}\nspawn_rate = {users}\nduration_s = 2\n{load}"
+    )
+
+
+def _sweep(tmp_path: Path, text: str) -> RunRow:
+    exp = experiment_file(tmp_path / "exp.toml", text)
+    result = runner.sweep(exp, tmp_path / "run")
+    assert len(result.rows) == 1
+    return result.rows[0]
+
+
+GO = """
+[[servers]]
+server = "xferd-go"
+"""
+
+
+def test_any_grpc_method_with_a_template_is_counted_like_ours(tmp_path: Path) -> None:
+    (tmp_path / "req.json").write_text('{"payload": "{{bytes:128}}"}')
+    load = 'rate = "200"\ncall = "xfer.v1.FileTransfer/Echo"\ndata = "@req.json"\n'
+    row = _sweep(tmp_path, _head("call", load) + GO)
+    assert row.ok, (row.error, row.stderr_tail)
+    assert row.client_methods is not None and set(row.client_methods) == {"Echo"}
+    # The server's count of the window agrees with the client's (read a few milliseconds apart at each end
+    # of the window, at 200 calls/s: a few calls either way), as in test_command_server.
+    assert row.client_requests and row.server_requests
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.03 * row.client_requests), row
+    assert row.server_cpu_per_request_s and row.server_cpu_per_request_s > 0
+    assert row.client_p95_s and not row.client_failures
+
+
+def test_processes_spread_the_calls_over_workers_and_count_them_all(tmp_path: Path) -> None:
+    load = 'rate = "200"\nprocesses = 2\ncall = "xfer.v1.FileTransfer/Echo"\n'
+    row = _sweep(tmp_path, _head("dist", load, users=4) + GO)
+    assert row.ok, (row.error, row.stderr_tail)
+    assert row.client_users == 4  # both workers' users, added up
+    assert row.client_requests and row.server_requests
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.03 * row.client_requests), row
+    log = next((tmp_path / "run" / "logs").glob("*locust.log")).read_text()
+    assert log.count("xfer-metrics role=worker") == 2, log
+
+
+HTTP = f"""
+[[servers]]
+server = "command"
+label = "http"
+command = ["{sys.executable}", "-m", "http.server", "--bind", "127.0.0.1", "--directory", "{{dir}}", "{{port}}"]
+ready = {{ port = "{{port}}" }}
+"""
+
+
+def _locust_total(prefix: Path) -> int:
+    with open(f"{prefix}_stats.csv") as f:
+        return next(int(r["Request Count"]) for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+
+
+def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("hello\n")
+    (tmp_path / "users").mkdir()
+    shutil.copy(LOCUSTFILE, tmp_path / "users" / "pages.py")
+    load = 'locustfile = "users/pages.py"\n'  # relative to the experiment file
+    row = _sweep(tmp_path, _head("own", load, warmup_s=0) + HTTP.replace("{dir}", str(site)))
+    assert row.ok, (row.error, row.stderr_tail)
+    assert row.client_requests and row.client_requests > 0 and not row.client_failures
+    assert row.client_p50_s and row.client_p95_s and row.client_p95_s >= row.client_p50_s
+    assert row.client_methods is not None and set(row.client_methods) == {"/"}
+    assert row.proc_cpu_per_request_s and row.proc_cpu_per_request_s > 0
+    # Locust's own statistics of the whole run (no warm-up here) and the server's log agree with the row, but
+    # for the calls made before the first scrape or after the last, and those the stop cuts in flight.
+    logs = sorted((tmp_path / "run" / "logs").glob("*locust*"))
+    total = _locust_total(next(p for p in logs if p.suffix == ".log").with_suffix(""))
+    served = sum(
+        '"GET / HTTP/1.1" 200' in line
+        for p in (tmp_path / "run" / "logs").glob("*")
+        if "locust" not in p.name
+        for line in p.read_text(errors="replace").splitlines()
+    )
+    assert abs(total - served) <= max(10, 0.05 * served), (total, served)  # a stop cuts calls in flight
+    assert abs(total - row.client_requests) <= max(10, 0.1 * total), (row.client_requests, total)
+
+
+def _parse(text: str, tmp_path: Path) -> xe.Experiment:
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    return xe.load_file(path)
+
+
+@pytest.mark.parametrize(
+    ("load", "said"),
+    [
+        ('call = "xfer.v1.FileTransfer/Echo"\ntransport = "frame"\n', 'needs transport = "grpc"'),
+        ('call = "xfer.v1.FileTransfer/Echo"\ndata = "@missing.json"\n', "cannot read"),
+        ('call = "Echo"\n', "want SERVICE/METHOD"),
+        ('locustfile = "nowhere.py"\n', "load.locustfile ="),
+        (f'locustfile = "{LOCUSTFILE}"\nrate = "100"\n', "drop load.rate"),
+        ('data = "{}"\n', "belongs to load.call"),
+    ],
+)
+def test_what_cannot_run_is_refused_when_read(tmp_path: Path, load: str, said: str) -> None:
+    with pytest.raises(xe.ExperimentError) as e:
+        _parse(_head("bad", load) + GO, tmp_path)
+    msg = str(e.value)
+    assert said in msg and "\n" not in msg, msg
+
+
+def test_a_bad_key_exits_as_other_config_errors(tmp_path: Path) -> None:
+    (tmp_path / "exp.toml").write_text(_head("bad", 'locustfile = "nowhere.py"\n') + GO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "xferbench", "run", str(tmp_path / "exp.toml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = " ".join(proc.stderr.split())  # the console wraps long lines
+    assert "load.locustfile =" in said and "nowhere.py': no such file" in said, said

@@ -1,0 +1,150 @@
+"""[load] keys that point the load at the user's own target: any gRPC method (`call`, `data`, `proto`,
+`import_path`, `protoset`: loadgen's CallUser) or the user's own Locust users (`locustfile`), and
+`processes` (Locust distributed over several generator processes).
+
+Read by the schema (xferbench/experiment.py): paths are made absolute against the experiment file's folder
+before any value is checked (loadgen's own parsers test that the files exist, and the generator runs in
+the repository's root), then `check` refuses, one line each, the combinations the generator cannot run.
+Errors are ValueErrors; the schema adds the TOML path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+CALL_KEYS = ("call", "data", "proto", "import_path", "protoset")  # loadgen's --xfer-<key> options
+OWN_KEYS = ("locustfile", "processes")  # the runner's: not loadgen options
+MAX_PROCESSES = 64
+
+# The host a user locustfile is given (`--host`): a URL, so that Locust's HttpUser takes it as it is and any
+# other user reads the address with urllib.parse.urlsplit(self.host).hostname / .port.
+LOCUSTFILE_HOST = "http://{addr}"
+
+
+class UserLoad(Protocol):
+    """The fields of experiment.Load this module reads (experiment imports this module, not the reverse)."""
+
+    @property
+    def call(self) -> str | None: ...
+    @property
+    def data(self) -> str | None: ...
+    @property
+    def proto(self) -> str | None: ...
+    @property
+    def import_path(self) -> str | None: ...
+    @property
+    def protoset(self) -> str | None: ...
+    @property
+    def locustfile(self) -> str | None: ...
+    @property
+    def processes(self) -> int: ...
+    @property
+    def transport(self) -> str: ...
+    @property
+    def driver(self) -> str: ...
+    @property
+    def rate(self) -> str | None: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def mode(self) -> str | None: ...
+    @property
+    def steps(self) -> str | None: ...
+
+
+def _absolute(text: str, base: Path) -> str:
+    p = Path(text).expanduser()
+    return str(p if p.is_absolute() else base / p)
+
+
+def absolute_paths(tab: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A [load] table (or a group's load overrides) with its file keys made absolute against `base`, the
+    experiment file's folder: data's @FILE, proto, protoset, locustfile and every import_path folder (a TOML
+    list becomes loadgen's DIR,DIR text). Values of the wrong type are left for the checks to refuse."""
+    out = dict(tab)
+
+    def each(key: str, fix: Any) -> None:
+        if key in out:  # a list in a group's load is an axis: each value alike
+            v = out[key]
+            out[key] = [fix(x) for x in v] if isinstance(v, list) and key != "import_path" else fix(v)
+
+    def data(v: Any) -> Any:
+        return "@" + _absolute(v[1:], base) if isinstance(v, str) and v.startswith("@") else v
+
+    def path(v: Any) -> Any:
+        return _absolute(v, base) if isinstance(v, str) and v.strip() else v
+
+    def folders(v: Any) -> Any:
+        items = v if isinstance(v, list) else v.split(",") if isinstance(v, str) else None
+        if items is None or not all(isinstance(x, str) for x in items):
+            return v
+        return ",".join(_absolute(x.strip(), base) for x in items if x.strip())
+
+    each("data", data)
+    for key in ("proto", "protoset", "locustfile"):
+        each(key, path)
+    each("import_path", folders)
+    return out
+
+
+def check_value(key: str, v: Any) -> Any:
+    """One of OWN_KEYS, checked alone; ValueError says what it takes."""
+    if key == "locustfile":
+        if not isinstance(v, str) or not v.endswith(".py"):
+            raise ValueError(f"{v!r}: expected the path of a Python locustfile (.py), relative to the experiment file")
+        if not Path(v).is_file():
+            raise ValueError(f"{v!r}: no such file")
+        return v
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PROCESSES:
+        raise ValueError(f"{v!r}: expected a whole number of Locust processes, 1..{MAX_PROCESSES}")
+    return v
+
+
+def check(load: UserLoad) -> None:
+    """The combinations of a cell's load the generator cannot run; ValueError starts with the key at fault."""
+    if load.call and load.transport != "grpc":
+        raise ValueError(
+            f'call = {load.call!r}: calling a gRPC method needs transport = "grpc" (this cell\'s is {load.transport!r})'
+        )
+    if load.call and load.driver != "locust":
+        raise ValueError(f'call = {load.call!r}: needs driver = "locust" (loadgen\'s CallUser)')
+    for key in CALL_KEYS[1:]:
+        if getattr(load, key) and not load.call:
+            raise ValueError(f"{key}: belongs to load.call (the gRPC method it describes); set call or drop {key}")
+    if load.locustfile:
+        _check_locustfile(load)
+    if load.processes > 1 and load.driver != "locust":
+        raise ValueError(f'processes = {load.processes}: several generator processes need driver = "locust"')
+
+
+def _check_locustfile(load: UserLoad) -> None:
+    f = load.locustfile
+    if load.call:
+        raise ValueError(f"locustfile = {f!r}: runs your own users; load.call runs loadgen's, drop one of them")
+    if load.driver != "locust":
+        raise ValueError(f'locustfile = {f!r}: needs driver = "locust"')
+    if load.rate or load.mode in ("open", "capacity"):
+        raise ValueError(
+            f"locustfile = {f!r}: your users set their own pace (their wait_time); a fixed rate "
+            "is loadgen's; drop load.rate / load.mode"
+        )
+    if load.processes > 1:
+        raise ValueError(
+            f"locustfile = {f!r}: runs in one Locust process (its client metrics are counted there); drop load.processes"
+        )
+    if load.profile != "steady" or load.steps:
+        raise ValueError(f'locustfile = {f!r}: load profiles are loadgen\'s shape; keep profile = "steady"')
+
+
+def absolute_document(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The decoded experiment with absolute_paths applied to [load] and every [servers.load]."""
+    out = dict(data)
+    if isinstance(out.get("load"), dict):
+        out["load"] = absolute_paths(out["load"], base)
+    if isinstance(out.get("servers"), list):
+        out["servers"] = [
+            {**g, "load": absolute_paths(g["load"], base)} if isinstance(g, dict) and isinstance(g.get("load"), dict) else g
+            for g in out["servers"]
+        ]
+    return out
