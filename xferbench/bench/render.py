@@ -23,18 +23,19 @@ def spread(f: Figure) -> str:
 def table(rec: Record, moves: list[Move], previous: Record | None) -> Table:
     since = f"vs {previous.commit} ({previous.date})" if previous else "vs (no previous record)"
     t = Table(title=f"xferbench bench {rec.commit} {rec.date} — load {rec.load_before:.2f} → {rec.load_after:.2f}")
-    for col in ("figure", "median", "spread (min-max)", "rounds", "busy", since):
-        t.add_column(col, justify="left" if col in ("figure", since) else "right")
+    for col in ("figure", "median", "spread (min-max)", "rounds", "busy", "run verdict", since):
+        t.add_column(col, justify="left" if col in ("figure", "run verdict", since) else "right")
     for m in moves:
         f = m.new
         was = f" (was {m.old.median:.3f} [{spread(m.old)}])" if m.old is not None else ""
-        word = m.verdict + (f" {f.note}" if f.note else "")
+        word = m.verdict
         t.add_row(
             f.name,
             f"{f.median:.3f}",
             spread(f),
             str(f.rounds),
             "busy" if f.busy else "",
+            f.note,
             f"[{STYLE.get(m.verdict, '')}]{word}[/]{was}" if m.verdict in STYLE else word + was,
         )
     return t
