@@ -12,7 +12,7 @@ EXPERIMENT ?= experiments/quick.toml
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 .PHONY: setup build build-go build-c test test-slow lint containers test-go test-c test-py test-asan fuzz fuzz-replay \
-  fresh-check run demo proto clean bench-tools bench
+  fresh-check run demo proto clean bench
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -114,12 +114,7 @@ clean:
 # same rounds, one record appended to bench/history.jsonl and compared with the previous one of this machine
 # class, then BENCHMARKS.md's generated section rewritten from it. BENCH_ARGS=--force measures on a busy machine.
 BENCH_ARGS ?=
-bench: build bench-tools
+bench: build
 	@t0=$$SECONDS; $(VENV)/bin/xferbench bench $(BENCH_ARGS); $(VENV)/bin/xferbench bench --markdown; \
 	  echo "bench: $$((SECONDS - t0))s"
 
-# Benchmark-only tools (scripts/bench/): ghz into build/bin, iperf3 from apt if missing. Not part of build/test.
-bench-tools:
-	mkdir -p $(BIN)
-	[ -x $(BIN)/ghz ] || GOBIN=$(CURDIR)/$(BIN) go install github.com/bojand/ghz/cmd/ghz@latest
-	command -v iperf3 >/dev/null || apt-get install -y iperf3

@@ -15,6 +15,7 @@ APT_PACKAGES=(
   prometheus
   linux-perf
   etcd-server memcached
+  iperf3
 )
 # Debian's packages that start (and enable) a system service on a fixed port; tests and experiments start
 # their own instances on free ports, so bootstrap stops and disables these.
@@ -24,6 +25,9 @@ GO_MIN_MINOR=25
 # (tests/fault, an experiment's [network] table). Built from source with the Go toolchain: the module proxy
 # is reachable where release downloads are not. Since v2.6 the command lives at cmd/server.
 TOXIPROXY_VERSION=v2.12.0
+# `make bench` drives gRPC with ghz (the anchor its Locust and xferload figures are ratios to); iperf3 above is
+# its loopback ceiling. Both are set-up, so the bench's smoke test in `make test` finds them on a fresh machine.
+GHZ_VERSION=v0.121.0
 # Flame graphs of profiled runs (xferbench/profile/flame.py): inferno, built with cargo from crates.io.
 INFERNO_VERSION=0.12.8
 
@@ -99,6 +103,15 @@ install_toxiproxy() {
   echo "$TOXIPROXY_VERSION" > "$stamp"
 }
 
+install_ghz() {
+  local stamp=build/bin/.ghz.version
+  [ -x build/bin/ghz ] && [ "$(cat "$stamp" 2>/dev/null)" = "$GHZ_VERSION" ] && return 0
+  say "building ghz $GHZ_VERSION into build/bin"
+  mkdir -p build/bin
+  GOBIN="$root/build/bin" GOFLAGS= go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
+  echo "$GHZ_VERSION" > "$stamp"
+}
+
 install_inferno() {
   if command -v inferno-flamegraph >/dev/null || [ -x "$HOME/.cargo/bin/inferno-flamegraph" ] \
      || [ -x build/bin/inferno-flamegraph ]; then
@@ -166,6 +179,7 @@ install_apt
 install_container_engine
 check_go
 install_toxiproxy
+install_ghz
 install_inferno
 setup_python
 say "ready"

@@ -15,7 +15,7 @@
 # call, and per GB moved. On a loaded machine a starved generator moves the throughput ratios; the CPU per
 # unit is what our code costs, whoever else is running.
 #
-#   make build bench-tools && ROUNDS=3 bash scripts/bench/grpc.sh
+#   make build && ROUNDS=3 bash scripts/bench/grpc.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
@@ -30,7 +30,7 @@ GHZ=$BENCH_BIN/ghz
 PY=$BENCH_ROOT/.venv/bin/python
 FILE_MIB=8
 
-need "$GHZ" "make bench-tools"
+need "$GHZ" "make build"
 need "$BENCH_BIN/bare-echo" "make build"
 need "$BENCH_BIN/xferd-go" "make build"
 [ -x "$PY" ] || { echo "missing $PY: make setup" >&2; exit 2; }

@@ -15,7 +15,7 @@ AFTER_ARGS=${AFTER_ARGS:-}
 LOCUST=$BENCH_ROOT/.venv/bin/locust
 GHZ=$BENCH_BIN/ghz
 need "$LOCUST" "make build"
-need ghz "GOBIN=$BENCH_BIN go install github.com/bojand/ghz/cmd/ghz@latest"
+need ghz "make build"
 [ -x "$BENCH_BIN/xferd-go" ] || { echo "missing $BENCH_BIN/xferd-go: make build" >&2; exit 2; }
 
 # ghz's request data: a 256 B echo, and one 8 MiB upload (header, 8 chunks of 1 MiB, trailer with its CRC-32).

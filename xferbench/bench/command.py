@@ -77,7 +77,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print(f"[red]bad arguments: unknown cases {unknown}, rounds {args.rounds}, window {args.window}")
         return 2
     if tools.missing():
-        console.print(f"[red]missing {', '.join(tools.missing())}: run `make build bench-tools`")
+        console.print(f"[red]missing {', '.join(tools.missing())}: run `make build`")
         return 2
     before = load1()
     if before > BUSY_LOAD and not args.force:

@@ -33,7 +33,7 @@ class BenchError(RuntimeError):
 
 
 def missing() -> list[str]:
-    """The tools the cases need that are not there (`make build bench-tools` brings them all)."""
+    """The tools the cases need that are not there (`make build` brings them all)."""
     bins = [GHZ, XFERLOAD, LOCUST, BIN / "bare-echo", *(Path(s.default_binary()) for s in servers.SERVERS.values())]
     return [str(b) for b in bins if not b.exists()] + ([] if shutil.which("iperf3") else ["iperf3"])
 
