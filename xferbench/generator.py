@@ -12,12 +12,13 @@ beside the [load] schema: parsing calls it, so a bad combination fails before an
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import loadgen
@@ -27,6 +28,7 @@ from xferbench.process import (
     STOP_GRACE_S,
     TAIL_LINES,
     ServerStartError,
+    free_port,
     port_open,
     spawn,
     stop,
@@ -46,6 +48,7 @@ class Generator:
     """A load generator child, output to a log file; ready when its metrics port answers."""
 
     name = "generator"
+    stats: dict[str, float | None] | None = None  # the generator's own statistics, read once it has stopped
 
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
                  cpus: Sequence[int] | None = None) -> None:
@@ -110,6 +113,7 @@ class LocustGenerator(Generator):
                  cpus: Sequence[int] | None = None) -> None:
         self.processes = load.processes
         self.worker_urls: list[str] = []
+        self.csv_prefix = log_path.with_suffix("") if load.locustfile else None
         super().__init__(host, load, metrics_port, run_time_s, log_path, cpus)
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -130,13 +134,22 @@ class LocustGenerator(Generator):
         self.worker_urls = [str(u) for u in urls]
         return len(self.worker_urls) >= self.processes
 
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int:
+        code = super().stop(grace_s)
+        if self.csv_prefix is not None:
+            self.stats = locust_stats(Path(f"{self.csv_prefix}_stats.csv"))
+        return code
+
     def scrape(self) -> Snapshot | None:
         if not self.worker_urls:
             return super().scrape()
-        snaps = [scrape(u, timeout=SCRAPE_TIMEOUT_S) for u in [self.metrics_url, *self.worker_urls]]
+        # All at once: read one after the other, the last worker's counts would be later than the first's.
+        urls = [self.metrics_url, *self.worker_urls]
+        with ThreadPoolExecutor(max_workers=len(urls)) as pool:
+            snaps = list(pool.map(lambda u: scrape(u, timeout=SCRAPE_TIMEOUT_S), urls))
         if any(s is None for s in snaps):
             return None  # a partial sum would look like a drop in every counter
-        total = Snapshot(snaps[0].t if snaps[0] is not None else time.time())
+        total = Snapshot(min(s.t for s in snaps if s is not None))
         for s in snaps:
             assert s is not None
             for key, v in s.samples.items():
@@ -181,9 +194,35 @@ def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> 
     ]
 
 
+def locust_stats(path: Path) -> dict[str, float | None] | None:
+    """The Aggregated row of Locust's PREFIX_stats.csv (written when Locust stops): requests, failures, rps
+    and the 50/95/99th percentiles in seconds (Locust rounds them to whole milliseconds); None without it."""
+    try:
+        with open(path, newline="") as f:
+            row = next((r for r in csv.DictReader(f) if r.get("Name") == "Aggregated"), None)
+    except OSError:
+        return None
+    if row is None:
+        return None
+
+    def num(key: str, scale: float = 1.0) -> float | None:
+        try:
+            return float(row[key]) * scale
+        except (KeyError, TypeError, ValueError):  # "N/A" before any request
+            return None
+
+    return {"requests": num("Request Count"), "failures": num("Failure Count"), "rps": num("Requests/s"),
+            "p50_s": num("50%", 1e-3), "p95_s": num("95%", 1e-3), "p99_s": num("99%", 1e-3)}
+
+
 def processes(load: Load) -> list[str]:
-    """Locust distributed over the generator's CPUs: a master and N worker processes (Locust >= 2.19)."""
-    return ["--processes", str(load.processes)] if load.processes > 1 else []
+    """Locust distributed over the generator's CPUs: a master and N worker processes (Locust >= 2.19), on a
+    port of their own: on Locust's default (5557) a second cluster (a duet's partner, another run on the
+    machine) fails to bind, and its workers join the first."""
+    if load.processes <= 1:
+        return []
+    port = str(free_port())
+    return ["--processes", str(load.processes), "--master-bind-port", port, "--master-port", port]
 
 
 def userload_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:

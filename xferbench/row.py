@@ -64,6 +64,9 @@ class RunRow:
     client_failure_rate: float | None = None
     client_users: float | None = None
     client_methods: dict[str, dict[str, float | None]] | None = None  # method → qps, p50_s, p95_s, p99_s
+    # A user locustfile's run ([load] locustfile): Locust's own statistics of its whole run, warm-up included
+    # (requests, failures, p50_s, p95_s, p99_s, rps; xferbench/generator.py locust_stats)
+    locust_stats: dict[str, float | None] | None = None
 
     # One dict per level of a stepped load (xferbench/steps.py): users, its window's figures, gen_saturated.
     steps: list[dict[str, Any]] | None = None

@@ -599,6 +599,8 @@ def _load_phase(live: _Live, load: Load, stem: str, search_step: bool = False) -
         if unwatch is not None:
             unwatch()  # a last scrape, then the target goes (Prometheus keeps the series); before the stop
         phase.gen.stop(grace_s=5.0)
+        if phase.gen.stats is not None:
+            live.row.locust_stats = phase.gen.stats
         _write_phase_series(live, phase, search_step)
 
 

@@ -60,8 +60,10 @@ def test_processes_spread_the_calls_over_workers_and_count_them_all(tmp_path: Pa
     row = _sweep(tmp_path, _head("dist", load, users=4) + GO)
     assert row.ok, (row.error, row.stderr_tail)
     assert row.client_users == 4  # both workers' users, added up
+    # Three endpoints are read at each end of the window, in parallel but not in the same instant: on a busy
+    # machine a little more skew than one process's.
     assert row.client_requests and row.server_requests
-    assert abs(row.server_requests - row.client_requests) <= max(5, 0.03 * row.client_requests), row
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.05 * row.client_requests), row
     log = next((tmp_path / "run" / "logs").glob("*locust.log")).read_text()
     assert log.count("xfer-metrics role=worker") == 2, log
 
@@ -95,8 +97,9 @@ def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
     assert row.proc_cpu_per_request_s and row.proc_cpu_per_request_s > 0
     # Locust's own statistics of the whole run (no warm-up here) and the server's log agree with the row, but
     # for the calls made before the first scrape or after the last, and those the stop cuts in flight.
-    logs = sorted((tmp_path / "run" / "logs").glob("*locust*"))
-    total = _locust_total(next(p for p in logs if p.suffix == ".log").with_suffix(""))
+    total = _locust_total(next((tmp_path / "run" / "logs").glob("*.locust.log")).with_suffix(""))
+    assert row.locust_stats and row.locust_stats["requests"] == total and row.locust_stats["failures"] == 0
+    assert row.locust_stats["p95_s"] and row.locust_stats["p95_s"] > 0
     served = sum(
         '"GET / HTTP/1.1" 200' in line
         for p in (tmp_path / "run" / "logs").glob("*")
