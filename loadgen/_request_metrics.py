@@ -8,8 +8,9 @@ xfer_client_request_duration_seconds under the request's name (the `method` labe
 code "ok" or "error", plus process_cpu_seconds_total and xfer_client_users: the families the runner
 scrapes every second, so its window, percentiles and CPU per request work as for loadgen's users.
 
-Not named like a locustfile (it starts with `_`), so `locust -f loadgen/` does not load it. It runs in
-one process only: the runner refuses `processes` with a locustfile.
+With `--processes N` each process serves its own (workers on the first free ports after the master's), and
+the master lists its workers' URLs on `/workers`, as loadgen's processes do: the runner adds them all up.
+Not named like a locustfile (it starts with `_`), so `locust -f loadgen/` does not load it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from locust import events
+from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen._exporter import ClientCollector, app, gauge, registry, serve_first_free
 from loadgen._recorder import Recorder
 
 FLAG = "--xfer-metrics-port"
 _recorder = Recorder()
-_users: list[Any] = []  # the environment's runner, once there is one
+_state: dict[str, Any] = {}  # this process's runner and the URL of its /metrics
+_workers: dict[str, str] = {}  # on a master: worker id -> its /metrics URL (what the runner reads on /workers)
+URL_KEY = "xfer_request_metrics_url"
+WORKER_PORT_SPAN = 100
 
 
 def _options(parser: Any, **_kw: Any) -> None:
@@ -43,16 +48,35 @@ def _on_request(
 
 
 def _gauges() -> list[Any]:
-    runner = _users[0] if _users else None
-    return [gauge("xfer_client_users", "Locust users running.", float(runner.user_count if runner else 0))]
+    # a master's runner counts its workers' users, which the runner adds up from the workers themselves
+    runner = _state.get("runner")
+    here = 0 if runner is None or isinstance(runner, MasterRunner) else runner.user_count
+    return [gauge("xfer_client_users", "Locust users running in this process.", float(here))]
+
+
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    data[URL_KEY] = _state.get("url")
+
+
+def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    if url := data.get(URL_KEY):
+        _workers[client_id] = url
 
 
 def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
     environment.events.request.add_listener(_on_request)
-    if runner is not None:
-        _users.append(runner)
+    _state["runner"] = runner
+    port = int(environment.parsed_options.xfer_metrics_port)
+    ports = [port]
+    if isinstance(runner, WorkerRunner):  # as loadgen's workers: the first free port after the master's
+        ports = list(range(port + 1, min(65536, port + 1 + WORKER_PORT_SPAN)))
+        environment.events.report_to_master.add_listener(_on_report_to_master)
+    elif isinstance(runner, MasterRunner):
+        environment.events.worker_report.add_listener(_on_worker_report)
     own = registry(ClientCollector(lambda: _recorder.total, _gauges), with_process=True)
-    serve_first_free("127.0.0.1", [environment.parsed_options.xfer_metrics_port], app(own, own, lambda: {}))
+    role = "master" if isinstance(runner, MasterRunner) else "worker" if isinstance(runner, WorkerRunner) else "local"
+    bound = serve_first_free("127.0.0.1", ports, app(own, own, lambda: {"role": role, "workers": dict(_workers)}))
+    _state["url"] = f"http://127.0.0.1:{bound}/metrics"
 
 
 events.init_command_line_parser.add_listener(_options)

@@ -232,6 +232,6 @@ def userload_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -
     return [
         sys.executable, "-m", "locust", "-f", f"{load.locustfile},{REQUEST_METRICS}", "--headless",
         "--host", LOCUSTFILE_HOST.format(addr=addr), "-u", str(load.users), "-r", f"{load.spawn_rate:g}",
-        "-t", f"{max(1, round(run_time_s))}s", "--xfer-metrics-port", str(metrics_port),
+        "-t", f"{max(1, round(run_time_s))}s", "--xfer-metrics-port", str(metrics_port), *processes(load),
         "--only-summary", "--loglevel", "WARNING",
     ]

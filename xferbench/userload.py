@@ -129,10 +129,6 @@ def _check_locustfile(load: UserLoad) -> None:
             f"locustfile = {f!r}: your users set their own pace (their wait_time); a fixed rate "
             "is loadgen's; drop load.rate / load.mode"
         )
-    if load.processes > 1:
-        raise ValueError(
-            f"locustfile = {f!r}: runs in one Locust process (its client metrics are counted there); drop load.processes"
-        )
     if load.profile != "steady" or load.steps:
         raise ValueError(f'locustfile = {f!r}: load profiles are loadgen\'s shape; keep profile = "steady"')
 

@@ -1,6 +1,7 @@
 """[load] aimed at the user's own target (xferbench/userload.py): any gRPC method through loadgen's CallUser
-(`call`, `data`), and a user's own locustfile run under the runner. Real servers on loopback, 1 s of warm-up
-and 2 s measured; plus the combinations refused when the experiment is read."""
+(`call`, `data`), a user's own locustfile run under the runner, and either spread over two Locust processes
+(`processes`). Real servers on loopback, 2 s measured; plus the combinations refused when the experiment is
+read."""
 
 from __future__ import annotations
 
@@ -108,6 +109,24 @@ def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
     )
     assert abs(total - served) <= max(10, 0.05 * served), (total, served)  # a stop cuts calls in flight
     assert abs(total - row.client_requests) <= max(10, 0.1 * total), (row.client_requests, total)
+
+
+def test_a_users_own_locustfile_over_two_processes(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("hello\n")
+    load = f'locustfile = "{LOCUSTFILE}"\nprocesses = 2\n'
+    row = _sweep(tmp_path, _head("own2", load, warmup_s=0, users=4) + HTTP.replace("{dir}", str(site)))
+    assert row.ok, (row.error, row.stderr_tail)
+    assert row.client_users == 4  # both workers' users, not the master's count of them again
+    assert row.client_requests and not row.client_failures and row.locust_stats
+    # The users offer 4 x 50 a second: one worker's calls alone would be half of it, the master's on top twice.
+    assert row.client_qps and abs(row.client_qps - 200) <= 20, row.client_qps
+    # The master's statistics are its workers' reports, every few seconds: at the stop the last is missing,
+    # so they are only checked to be there.
+    assert row.locust_stats["requests"] and row.locust_stats["p95_s"]
+    log = next((tmp_path / "run" / "logs").glob("*locust.log")).read_text()
+    assert "Traceback" not in log, log
 
 
 def _parse(text: str, tmp_path: Path) -> xe.Experiment:
