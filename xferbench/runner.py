@@ -812,12 +812,15 @@ def warnings(row: RunRow, cell: Cell) -> list[str]:
     """What the reader of a finished run must know before trusting its figures."""
     w = []
     gen, idle = row.gen_cpu_cores, row.gen_cpus_idle_cores
+    if gen is not None and cell.load.processes > 1:  # Locust distributed: the mean of its worker processes
+        gen /= cell.load.processes
     if figures.generator_saturated(gen, idle):
         if gen is not None and gen > figures.GEN_SATURATED_CORES:
-            why = f"{gen:.2f} cores (> {figures.GEN_SATURATED_CORES:g} cores)"
+            each = " per Locust process" if cell.load.processes > 1 else ""
+            why = f"{gen:.2f} cores{each} (> {figures.GEN_SATURATED_CORES:g} cores)"
         else:
             why = (f"its CPUs {idle or 0:.2f} cores idle (< {figures.GEN_IDLE_MIN_CORES:g}), "
-                   f"{row.gen_cpus_steal_cores or 0:.2f} stolen, {gen or 0:.2f} cores its own")
+                   f"{row.gen_cpus_steal_cores or 0:.2f} stolen, {row.gen_cpu_cores or 0:.2f} cores its own")
         w.append(f"load generator saturated: {why}; the figures may describe the generator rather than the server")
     if row.client_failures:
         w.append(f"{int(row.client_failures)} failed requests")
