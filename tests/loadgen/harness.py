@@ -2,9 +2,11 @@
 
 A real `locust -f loadgen/` takes two to three seconds around its run whatever the run's length (imports
 before its first user, shutdown after its last), much of it waiting rather than computing. The suites' runs
-therefore go through `Runs`: the first `runs` fixture of the session (each module defines one with
-`runs_for`) submits, in test order, the run of every selected test marked `@in_background` in any module,
-and PARALLEL threads carry them out, so the next runs are under way while a test checks its own. Each run
+therefore go through `Runs`: a module's first `runs` fixture (each module defines one with `runs_for`)
+submits, in test order, the run of every selected test of that module marked `@in_background`, and PARALLEL
+threads carry them out, so the next runs are under way while a test checks its own. Per module, not per
+session: under pytest-xdist (scripts/test.sh, `--dist loadfile`) a worker runs whole modules, but which ones
+is decided as it goes, so a worker that submitted every module's runs would carry out the other worker's too. Each run
 stands alone: its own server, its own dump folder, nothing shared with another run. A test reads its run
 with `runs[request.node]`; whatever the run raised (a server that did not start, a Locust past its timeout,
 a server that did not stop cleanly) is raised there, in that test.
@@ -54,22 +56,24 @@ class Runs:
         self._pool.shutdown(wait=True)  # those under way end within their own timeouts
 
 
-_SESSION_RUNS = pytest.StashKey[Runs]()
+_MODULE_RUNS = pytest.StashKey[dict[str, Runs]]()
 
 
 def runs_for(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    """The body of each module's `runs` fixture: the session's runs, submitted on the first call (those of the
-    selected tests, of every module, that use a fixture of the same name), closed when the session ends."""
+    """The body of each module's `runs` fixture: the module's runs, submitted on the first call (those of its
+    selected tests that use a fixture of the same name), closed when the session ends."""
     session = request.session
-    runs = session.stash.get(_SESSION_RUNS, None)
-    if runs is not None:
-        return runs
+    module = request.module.__name__
+    by_module = session.stash.setdefault(_MODULE_RUNS, {})
+    if module in by_module:
+        return by_module[module]
     jobs: dict[str, Callable[[], Any]] = {}  # in test order (dicts keep it)
     key_of: dict[str, str] = {}
     for item in session.items:
         test = getattr(item, "function", None)
         plan = getattr(test, "locust_plan", None)
-        if plan is None or request.fixturename not in getattr(item, "fixturenames", ()):
+        if (plan is None or item.module.__name__ != module  # type: ignore[attr-defined]
+                or request.fixturename not in getattr(item, "fixturenames", ())):
             continue
         shared = getattr(test, "locust_shared", None)
         key = key_of[item.nodeid] = f"{item.module.__name__}::{shared}" if shared else item.nodeid  # type: ignore[attr-defined]
@@ -77,6 +81,6 @@ def runs_for(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             params = {} if shared or not hasattr(item, "callspec") else item.callspec.params
             tmp = tmp_path_factory.mktemp(re.sub(r"[^\w.-]", "_", shared or item.name)[:60], numbered=True)
             jobs[key] = functools.partial(plan, tmp, **params)
-    runs = session.stash[_SESSION_RUNS] = Runs(jobs, key_of)
+    runs = by_module[module] = Runs(jobs, key_of)
     request.config.add_cleanup(runs.close)
     return runs

@@ -57,9 +57,10 @@ def test_xferd_go_as_a_command_gets_proc_and_its_own_figures(tmp_path: Path) -> 
     assert row.proc_rss_peak_bytes and row.proc_rss_peak_bytes > 1 << 20
     assert row.proc_threads_peak and row.proc_fds_peak and row.proc_ctx_switches_per_s is not None
     # Its /metrics scraped like ours: the server's count of the window agrees with the client's. The two are
-    # read a few milliseconds apart at each end of the window, at 200 calls/s: a few calls either way.
+    # read one after the other at each end of the window, up to tens of milliseconds apart on a busy machine
+    # (two test workers): at 200 calls/s a tenth either way; a call counted twice, or not at all, is half.
     assert row.client_requests and row.server_requests
-    assert abs(row.server_requests - row.client_requests) <= max(5, 0.03 * row.client_requests), row
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.1 * row.client_requests), row
     # The Go runtime's series give the GC figures as for xferd-go.
     assert row.gc_pauses is not None and row.heap_inuse_mean_bytes and row.gc_pause_total_s is not None
     assert row.ready and row.ready["grpc"].startswith("127.0.0.1:") and "metrics_port=" in row.ready["ports"]

@@ -48,10 +48,11 @@ def test_any_grpc_method_with_a_template_is_counted_like_ours(tmp_path: Path) ->
     row = _sweep(tmp_path, _head("call", load) + GO)
     assert row.ok, (row.error, row.stderr_tail)
     assert row.client_methods is not None and set(row.client_methods) == {"Echo"}
-    # The server's count of the window agrees with the client's (read a few milliseconds apart at each end
-    # of the window, at 200 calls/s: a few calls either way), as in test_command_server.
+    # The server's count of the window agrees with the client's, as in test_command_server: the two are read
+    # one after the other at each end of the window, up to tens of milliseconds apart on a busy machine (two
+    # test workers), so at 200 calls/s they may differ by a tenth; a call counted twice, or not at all, by half.
     assert row.client_requests and row.server_requests
-    assert abs(row.server_requests - row.client_requests) <= max(5, 0.03 * row.client_requests), row
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.1 * row.client_requests), row
     assert row.server_cpu_per_request_s and row.server_cpu_per_request_s > 0
     assert row.client_p95_s and not row.client_failures
 
@@ -120,8 +121,9 @@ def test_a_users_own_locustfile_over_two_processes(tmp_path: Path) -> None:
     assert row.ok, (row.error, row.stderr_tail)
     assert row.client_users == 4  # both workers' users, not the master's count of them again
     assert row.client_requests and not row.client_failures and row.locust_stats
-    # The users offer 4 x 50 a second: one worker's calls alone would be half of it, the master's on top twice.
-    assert row.client_qps and abs(row.client_qps - 200) <= 20, row.client_qps
+    # The users offer 4 x 50 a second: one worker's calls alone would be at most half of it, the master's on top
+    # twice. A busy generator CPU (three Locust processes on it) may fall behind the offer, never ahead of it.
+    assert row.client_qps and 0.6 * 200 <= row.client_qps <= 1.1 * 200, row.client_qps
     # The master's statistics are its workers' reports, every few seconds: at the stop the last is missing,
     # so they are only checked to be there.
     assert row.locust_stats["requests"] and row.locust_stats["p95_s"]
@@ -163,5 +165,5 @@ def test_a_bad_key_exits_as_other_config_errors(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    said = " ".join(proc.stderr.split())  # the console wraps long lines
-    assert "load.locustfile =" in said and "nowhere.py': no such file" in said, said
+    said = "".join(proc.stderr.split())  # the console wraps long lines, even inside a word
+    assert "load.locustfile=" in said and "nowhere.py':nosuchfile" in said, proc.stderr
