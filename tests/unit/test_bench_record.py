@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from xferbench.bench import compare, render
-from xferbench.bench.record import BUSY_LOAD, Figure, Record, Samples, append, check_finite, previous, read
+from xferbench.bench.quiet import BUSY_CORES
+from xferbench.bench.record import Figure, Record, Samples, append, check_finite, previous, read
 from xferbench.bench.verdicts import read_verdicts
 
 MACHINE = {"hostname": "a", "nproc": 2, "kernel": "6.1", "cpu": "Some CPU"}
@@ -24,14 +25,14 @@ def rec(figures: list[Figure], machine: dict[str, object] | None = None, date: s
 
 def test_samples_give_median_spread_and_busy() -> None:
     s = Samples("x", "ratio", "higher")
-    for v, load in ((1.0, 0.1), (3.0, 0.2), (2.0, 0.3)):
-        s.add(v, load)
+    for v, others in ((1.0, 0.01), (3.0, 0.05), (2.0, 0.1)):
+        s.add(v, others)
     f = Figure.of(s)
     assert (f.median, f.lo, f.hi, f.rounds, f.busy) == (2.0, 1.0, 3.0, 3, False)
-    s.add(2.5, BUSY_LOAD + 0.1)  # one round over the threshold marks the whole figure
+    s.add(2.5, BUSY_CORES + 0.1)  # one round over the threshold marks the whole figure
     assert Figure.of(s).busy
     s2 = Samples("y", "ratio", "lower")
-    s2.add(1.0, BUSY_LOAD)  # at the threshold, not above it
+    s2.add(1.0, BUSY_CORES)  # at the threshold, not above it
     assert not Figure.of(s2).busy
 
 

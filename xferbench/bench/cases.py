@@ -11,7 +11,8 @@ from pathlib import Path
 
 from xferbench import process, servers
 from xferbench.bench import tools
-from xferbench.bench.record import BUSY_LOAD, Samples, load1
+from xferbench.bench.quiet import BUSY_CORES, Others
+from xferbench.bench.record import Samples
 
 FILE = "16MiB"  # frame transfers: big enough for many chunks per call sequence, small enough for a disk store
 FRAME = ("--conns", "2", "--inflight", "4", "--chunk", "1MiB", "--file-size", FILE)
@@ -35,14 +36,15 @@ class Ctx:
     smoke: bool
     say: Callable[[str], None]
     samples: dict[str, Samples] = field(default_factory=dict)
+    others: Others = field(default_factory=Others)
 
     def add(self, name: str, value: float, better: str = "higher", unit: str = "ratio") -> None:
         if value <= 0:
             raise tools.BenchError(f"{name}: measured {value}")
         s = self.samples.setdefault(name, Samples(name, unit, better))
-        load = load1()
-        s.add(value, load)
-        self.say(f"{name} = {value:.3f}" + (f"  busy (load {load:.2f})" if load > BUSY_LOAD else ""))
+        others = self.others.cores()  # since the previous figure: this one's runs and their set-up
+        s.add(value, others)
+        self.say(f"{name} = {value:.3f}" + (f"  busy (others used {others:.2f} cores)" if others > BUSY_CORES else ""))
 
 
 def ordered(r: int, items: tuple[str, ...]) -> tuple[str, ...]:

@@ -115,7 +115,7 @@ def measure(console: Console, args: argparse.Namespace, cases: list[str], before
             if not args.no_run:
                 bar.update(task, description="make run: xferbench run experiments/quick.toml")
                 try:
-                    figures += verdicts.run_quick(tmp / "run", load1() > BUSY_LOAD)
+                    figures += verdicts.run_quick(tmp / "run")
                 except tools.BenchError as e:  # the rounds' figures are still worth their record
                     console.print(f"[red]make run's verdicts left out: {e}")
                 bar.advance(task)

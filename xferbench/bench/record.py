@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xferbench.bench.quiet import BUSY_CORES
+
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "bench" / "history.jsonl"
-# One-minute load above which a figure is marked busy: on 2 cores, more than 1.5 runnable tasks means the
-# server or the client shared its CPU with someone else for part of the window.
+# One-minute load above which the bench refuses to start: on 2 cores, more than 1.5 runnable tasks before it
+# has started anything means someone else is at work. Once it runs, its own server and client load both cores,
+# so each figure is judged by the CPU others used meanwhile instead (bench/quiet.py).
 BUSY_LOAD = 1.5
 
 
@@ -31,17 +34,18 @@ def load1() -> float:
 
 @dataclass
 class Samples:
-    """The per-round values of one figure as they are measured, and the highest load seen while they were."""
+    """The per-round values of one figure as they are measured, and the most CPU (cores) that processes other
+    than the bench's used while one was."""
 
     name: str
     unit: str
     better: str  # "higher" | "lower": which way is an improvement
     values: list[float] = field(default_factory=list)
-    max_load: float = 0.0
+    max_others: float = 0.0
 
-    def add(self, value: float, load: float) -> None:
+    def add(self, value: float, others: float) -> None:
         self.values.append(value)
-        self.max_load = max(self.max_load, load)
+        self.max_others = max(self.max_others, others)
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,8 @@ class Figure:
     note: str = ""  # e.g. a verdict taken from `xferbench run`
 
     @staticmethod
-    def of(s: Samples, threshold: float = BUSY_LOAD) -> Figure:
-        """The median and min-max of the rounds; busy when any round ran with the load above `threshold`."""
+    def of(s: Samples, threshold: float = BUSY_CORES) -> Figure:
+        """The median and min-max of the rounds; busy when others used more than `threshold` cores in a round."""
         if not s.values:
             raise ValueError(f"{s.name}: no rounds measured")
         return Figure(
@@ -69,7 +73,7 @@ class Figure:
             min(s.values),
             max(s.values),
             len(s.values),
-            s.max_load > threshold,
+            s.max_others > threshold,
         )
 
 

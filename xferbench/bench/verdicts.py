@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 from xferbench.bench import tools
+from xferbench.bench.quiet import BUSY_CORES, Others
 from xferbench.bench.record import ROOT, Figure
 from xferbench.metrics import BY_NAME
 
@@ -19,8 +20,10 @@ EXIT_SOME_RUNS_FAILED = 3  # as xferbench.cli, which this package may not import
 RUN_TIMEOUT_S = 600.0  # quick.toml takes ~3.5 min; twice that is a hung run
 
 
-def run_quick(out: Path, busy: bool) -> list[Figure]:
-    """Runs the quick experiment into `out` (the runner pins its own processes) and returns its verdicts."""
+def run_quick(out: Path) -> list[Figure]:
+    """Runs the quick experiment into `out` (the runner pins its own processes) and returns its verdicts, busy
+    when others used the CPUs meanwhile."""
+    others = Others()
     argv = [str(ROOT / ".venv" / "bin" / "xferbench"), "run", str(EXPERIMENT), "--out", str(out)]
     try:
         done = subprocess.run(
@@ -34,7 +37,7 @@ def run_quick(out: Path, busy: bool) -> list[Figure]:
         raise tools.BenchError(f"xferbench run exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
     with open(EXPERIMENT, "rb") as f:
         baseline = str(tomllib.load(f)["experiment"].get("baseline", ""))
-    return read_verdicts(out / "summary.csv", busy, baseline)
+    return read_verdicts(out / "summary.csv", others.cores() > BUSY_CORES, baseline)
 
 
 def read_verdicts(path: Path, busy: bool, baseline: str = "") -> list[Figure]:
