@@ -76,6 +76,7 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         prom.stop()
 
 
+@pytest.mark.slow  # a run and a Prometheus backfill (20 s); the refusals below are make test's
 def test_openmetrics_keeps_names_labels_and_times(backfilled: Backfilled) -> None:
     lines = backfilled.openmetrics.read_text().splitlines()
     assert lines[-1] == "# EOF"
@@ -91,6 +92,7 @@ def test_openmetrics_keeps_names_labels_and_times(backfilled: Backfilled) -> Non
     assert float(hits[0].split("} ", 1)[1].split(" ")[0]) == pytest.approx(float(value))
 
 
+@pytest.mark.slow  # a run and a Prometheus backfill (20 s); the refusals below are make test's
 def test_every_cell_and_side_is_there(backfilled: Backfilled) -> None:
     rows = [json.loads(x) for x in (backfilled.run_dir / "runs.jsonl").read_text().splitlines()]
     got = {(r["metric"]["job"], r["metric"]["cell"]) for r in backfilled.api.query_range(
@@ -99,11 +101,13 @@ def test_every_cell_and_side_is_there(backfilled: Backfilled) -> None:
     assert got == {(j, r["cell"]) for r in rows for j in ("xferd", "locust")}
 
 
+@pytest.mark.slow  # a run and a Prometheus backfill (20 s); the refusals below are make test's
 @pytest.mark.parametrize(("record", "expr"), RULES, ids=[r for r, _ in RULES])
 def test_recording_rule_backfilled(backfilled: Backfilled, record: str, expr: str) -> None:
     assert backfilled.api.query_range(record, backfilled.start, backfilled.end), f"rule {record}: no series"
 
 
+@pytest.mark.slow  # a run and a Prometheus backfill (20 s); the refusals below are make test's
 @pytest.mark.parametrize("query", QUERIES, ids=[q.name for q in QUERIES])
 def test_panel_query_over_the_run(backfilled: Backfilled, query: PanelQuery) -> None:
     dash = next(load_dashboard(p) for p in DASHBOARDS if load_dashboard(p)["uid"] == query.dashboard)

@@ -107,6 +107,7 @@ def test_xferd_c_pool_functions_are_allocator(tmp_path: Path) -> None:
     assert named / total >= 0.9, f"{named} of {total} samples have a frame of xferd-c"
 
 
+@pytest.mark.slow  # two 8 s windows; make test profiles xferd-c
 @pytest.mark.timeout(400)
 def test_xferd_go_pool_off_spends_more_in_allocator_and_gc(tmp_path: Path) -> None:
     """1 MiB uploads: without its pool xferd-go allocates every chunk buffer anew (235x the bytes per call,

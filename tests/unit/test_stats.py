@@ -395,6 +395,7 @@ def _simulate(model: dict[str, Any]) -> tuple[float, float, dict[str, int]]:
     return false_runs / SIMULATIONS, found / POWER_SIMULATIONS, per_metric
 
 
+@pytest.mark.slow  # 25 s of simulation; the rest of this file is make test's
 def test_aa_false_verdict_rate_and_power_from_recorded_noise(recorded: dict[str, Any]) -> None:
     """1000 simulated A/A runs of DEFAULT_REPEATS rounds from the recorded noise, through summarize(): Holm over
     the ranked metrics and the noise floors exactly as in a report. At most 5% of them may show any
