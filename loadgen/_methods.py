@@ -51,27 +51,24 @@ class Method:
 
 
 # grpc.aio's status for a stream whose request write lost the race with the call's end (grpc/grpc#36066): a server
-# without reflection answers UNIMPLEMENTED at once, and on a busy machine the write of the request may fail first,
-# hiding it. Asked again, the answer is usually the true one.
+# without reflection answers UNIMPLEMENTED at once, and the write of the request may fail first, hiding it (seen
+# on every try on a busy machine). Read as "not served", with the label shown.
 _MISLABEL = (grpc.StatusCode.INTERNAL, "Internal error from Core")
-_ATTEMPTS = 3
 
 
 async def _reflect(stub: Any, request: reflection_pb2.ServerReflectionRequest, address: str) -> Any:
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            (resp,) = [r async for r in stub.ServerReflectionInfo(iter([request]), timeout=REFLECTION_TIMEOUT)]
-            return resp
-        except grpc.RpcError as e:
-            code, details = e.code(), e.details()
-            if (code, details) != _MISLABEL or attempt == _ATTEMPTS:
-                break
-    if code is grpc.StatusCode.UNIMPLEMENTED:
-        raise ValueError(
-            f"{address} does not serve gRPC reflection (grpc.reflection.v1alpha): give the "
-            "service's --xfer-proto or --xfer-protoset"
-        )
-    raise ValueError(f"gRPC reflection at {address} failed: {code.name.lower()}: {details}")
+    try:
+        (resp,) = [r async for r in stub.ServerReflectionInfo(iter([request]), timeout=REFLECTION_TIMEOUT)]
+    except grpc.RpcError as e:
+        code, details = e.code(), e.details()
+        if code is grpc.StatusCode.UNIMPLEMENTED or (code, details) == _MISLABEL:
+            seen = "" if code is grpc.StatusCode.UNIMPLEMENTED else f" (the call ended at once: {details})"
+            raise ValueError(
+                f"{address} does not serve gRPC reflection (grpc.reflection.v1alpha){seen}: give the "
+                "service's --xfer-proto or --xfer-protoset"
+            ) from None
+        raise ValueError(f"gRPC reflection at {address} failed: {code.name.lower()}: {details}") from None
+    return resp
 
 
 async def by_reflection(address: str, service: str) -> list[FileDescriptorProto]:
