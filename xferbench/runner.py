@@ -400,6 +400,8 @@ def run_one(
     except Exception as e:
         if barrier is not None:
             barrier.abort()  # the duet partner must not wait for a load that will never start
+        if (ctrl_c := _interruption(e)) is not None:
+            raise ctrl_c from None  # a cleanup step failed while Ctrl-C unwound: still an interruption
         if isinstance(e, CellFailed):
             live.row.fail(str(e), e.tail)
         else:
@@ -407,6 +409,16 @@ def run_one(
     finally:
         stop(live)
     return live.row
+
+
+def _interruption(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (or SIGTERM) that an exception raised during its unwinding replaced, if any."""
+    seen: BaseException | None = e.__context__
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__context__
+    return None
 
 
 def start(live: _Live) -> None:

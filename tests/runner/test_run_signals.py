@@ -84,8 +84,9 @@ class Run:
             kids = psutil.Process(self.proc.pid).children(recursive=True)
         for p in kids:
             self.seen.setdefault(p.pid, p)
-            with contextlib.suppress(psutil.Error):  # refreshed: a child seen between fork and exec changes
-                self.cmdlines[p.pid] = " ".join(p.cmdline())
+            with contextlib.suppress(psutil.Error):  # refreshed: a child seen between fork and exec changes;
+                if cmdline := " ".join(p.cmdline()):  # kept: a zombie's (an exited, unreaped child's) is empty
+                    self.cmdlines[p.pid] = cmdline
         return kids
 
     def locusts(self) -> list[psutil.Process]:
