@@ -141,8 +141,12 @@ def grpc(ctx: Ctx, r: int) -> None:
 def _generator(ctx: Ctx, gen: str, case: str, grpc_addr: str, frame_addr: str) -> float:
     """Echoes/s or uploads/s of one generator against the running xferd-go."""
     w = ctx.window_s
-    if gen == "ghz" and case == "echo":
-        return tools.ghz(grpc_addr, w, "--call", "xfer.v1.FileTransfer.Echo", "-D", str(ctx.tmp / "echo.json"), "-c", "16")
+    if gen.startswith("ghz") and case == "echo":
+        # ghz's 16 workers share one connection by default; Locust's 16 users hold one each. "ghz16" gives ghz
+        # Locust's 16 connections, the like-for-like anchor (one connection batches writes that 16 cannot).
+        conns = ("--connections", "16") if gen == "ghz16" else ()
+        echo = ("--call", "xfer.v1.FileTransfer.Echo", "-D", str(ctx.tmp / "echo.json"), "-c", "16", *conns)
+        return tools.ghz(grpc_addr, w, *echo)
     if gen == "ghz":
         return tools.ghz(grpc_addr, w, "--call", "xfer.v1.FileTransfer.Upload", "-B", str(ctx.tmp / "upload.bin"), "-c", "4")
     if gen == "locust" and case == "echo":
@@ -178,16 +182,17 @@ def _generator(ctx: Ctx, gen: str, case: str, grpc_addr: str, frame_addr: str) -
 
 def generators(ctx: Ctx, r: int) -> None:
     """One headless Locust process (gRPC) and xferload (frame), each ÷ ghz, on Echo 256 B with 16 callers and
-    on 8 MiB uploads in 1 MiB chunks with 4, against one xferd-go with a memory store."""
+    on 8 MiB uploads in 1 MiB chunks with 4, against one xferd-go with a memory store. On Echo, Locust also ÷
+    ghz with as many connections as Locust's users hold."""
     cases = ("echo",) if ctx.smoke else ("echo", "upload")
     srv = tools.start("xferd-go", "--store=mem")
     try:
         for case in cases:
-            rate = {
-                g: _generator(ctx, g, case, srv.addr("grpc"), srv.addr("frame"))
-                for g in ordered(r, ("ghz", "locust", "xferload"))
-            }
+            gens = ("ghz", "ghz16", "locust", "xferload") if case == "echo" else ("ghz", "locust", "xferload")
+            rate = {g: _generator(ctx, g, case, srv.addr("grpc"), srv.addr("frame")) for g in ordered(r, gens)}
             ctx.add(f"locust {case} / ghz", rate["locust"] / rate["ghz"])
+            if case == "echo":
+                ctx.add("locust echo / ghz, 16 connections", rate["locust"] / rate["ghz16"])
             ctx.add(f"xferload {case} / ghz", rate["xferload"] / rate["ghz"])
     finally:
         srv.stop()
@@ -196,9 +201,9 @@ def generators(ctx: Ctx, r: int) -> None:
 def _cpu_per_call(srv: process.Server, window_s: float, load: tuple[str, ...]) -> float:
     """Server CPU seconds per frame call the client counted (setup and warm-up calls included: the server did
     them inside the same CPU reading)."""
-    c0 = tools.cpu_seconds(srv.proc.pid)
+    c0 = tools.cpu_seconds(srv.pid)
     out = tools.xferload(srv.addr("frame"), window_s, "--conns", "2", "--inflight", "8", *load)
-    c1 = tools.cpu_seconds(srv.proc.pid)
+    c1 = tools.cpu_seconds(srv.pid)
     calls = int(out["calls"]) + int(out.get("warmup_calls", 0)) + int(out.get("setup_calls", 0))
     if calls <= 0:
         raise tools.BenchError(f"xferload {' '.join(load)} made no calls")
