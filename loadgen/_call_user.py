@@ -1,15 +1,18 @@
-"""CallUser: calls any gRPC method (--xfer-call), unary or streaming, with requests from --xfer-data's templates.
+"""CallUser: calls any gRPC method (--xfer-call), unary or streaming, with requests from --xfer-data's templates;
+or a weighted mix of methods (--xfer-call A:3,B:1), each call picking its method by weight.
 
-ghz's --call/-d/--proto model inside Locust. The method is found by the server's reflection, a .proto file or
+ghz's --call/-d/--proto model inside Locust. The methods are found by the server's reflection, a .proto file or
 a protoset (loadgen._methods); requests are encoded from templates (loadgen._call_requests) and sent as bytes,
 answers read as bytes (their size is the Locust response length, nothing is decoded). Everything else is the
 gRPC users' own machinery (loadgen._users.XferUser on the grpc.aio loop): --xfer-grpc-inflight,
---xfer-connections, --xfer-rate, the client metrics under the method's bare name, the summary, --xfer-check.
+--xfer-connections, --xfer-rate, the client metrics under each method's bare name, the summary, --xfer-check.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -18,9 +21,10 @@ import grpc.aio
 from gevent import monkey
 
 from loadgen._aioloop import loop_thread
+from loadgen._call_options import parse_calls, templates
 from loadgen._call_requests import Requests
 from loadgen._grpc_aio import AioClient
-from loadgen._methods import Await, Method, resolve
+from loadgen._methods import Await, Method, resolve_all
 from loadgen._options import Config
 from loadgen._template import Context, parse_data
 from loadgen._users import Begun, XferUser
@@ -32,12 +36,15 @@ SAMPLE = Context(0, 1, "lg-sample", random.Random(0))  # a call to check the tem
 
 @dataclass(frozen=True)
 class Prepared:
-    method: Method
-    requests: Requests
+    """The methods of --xfer-call, in its order, each with its requests, and their cumulative weights."""
+
+    methods: tuple[Method, ...]
+    requests: tuple[Requests, ...]
+    cum_weights: tuple[float, ...]
 
 
 _prepared: dict[tuple[object, ...], Prepared] = {}
-_preparing = gevent.lock.Semaphore()  # users starting together resolve the method once
+_preparing = gevent.lock.Semaphore()  # users starting together resolve the methods once
 
 
 def _waiter(timeout: float) -> Await:
@@ -50,16 +57,23 @@ def _waiter(timeout: float) -> Await:
 
 
 def prepare(cfg: Config, host: str) -> Prepared:
-    """The method and its requests (made once per process and options); ValueError in one line."""
+    """The methods and their requests (made once per process and options); ValueError in one line."""
     key = (cfg.call, host, cfg.proto, cfg.import_path, cfg.protoset, cfg.data.source if cfg.data else "")
     with _preparing:
         if key not in _prepared:
+            specs = parse_calls(cfg.call)
+            data = templates(specs, cfg.data)  # the mix's keys checked before any lookup
             address = parse_target(host).address
-            method = resolve(cfg.call, address, cfg.proto, cfg.import_path, cfg.protoset, _waiter(cfg.timeout))
-            empty = "[]" if method.client_streaming else "{}"  # no --xfer-data: an empty message (stream)
-            data = cfg.data or parse_data(empty)
-            assert data is not None
-            _prepared[key] = Prepared(method, Requests(method, data, SAMPLE))
+            names = [s.name for s in specs]
+            methods = resolve_all(names, address, cfg.proto, cfg.import_path, cfg.protoset, _waiter(cfg.timeout))
+            requests = []
+            for method, name in zip(methods, names, strict=True):
+                empty = "[]" if method.client_streaming else "{}"  # no --xfer-data: an empty message (stream)
+                template = data[name] or parse_data(empty)
+                assert template is not None
+                requests.append(Requests(method, template, SAMPLE))
+            cum = tuple(itertools.accumulate(s.weight for s in specs))
+            _prepared[key] = Prepared(tuple(methods), tuple(requests), cum)
         return _prepared[key]
 
 
@@ -72,6 +86,7 @@ def start_check(cfg: Config, host: str | None, transport: str | None) -> None:
         return
     if cfg.proto and cfg.protoset:
         raise ValueError("--xfer-proto and --xfer-protoset both given: the method comes from one of them")
+    templates(parse_calls(cfg.call), cfg.data)  # a mix's --xfer-data keys: checked without the server too
     if transport is None or host is None:
         return
     if transport != "grpc" or cfg.grpc_engine != "aio":
@@ -104,22 +119,51 @@ async def invoke(aio: AioClient, method: Method, requests: list[bytes]) -> int:
     return got
 
 
+async def _labelled(aio: AioClient, method: Method, requests: list[bytes]) -> tuple[str, int | XferError]:
+    """One call of a mix: its method's bare name with the bytes of its answer(s), or with its error. Failures
+    are returned, not raised, so that every call of a mix, failed or not, reaches CallUser's finish, which labels
+    it: XferUser reports a landed call under self.method, and calls of several methods land in any order."""
+    outcome = await aio.timed(None, invoke(aio, method, requests))  # the same error mapping as every call
+    return method.name, outcome.error if outcome.error is not None else outcome.value
+
+
 class CallUser(XferUser):
-    """One --xfer-call call per operation, named after the method (Echo, SayHello, ...)."""
+    """One --xfer-call call per operation, named after its method (Echo, SayHello, ...).
+
+    In a mix each call picks its method by weight from a seeded stream of the user's own, not by Locust's task
+    weights: a user keeps several calls in flight (--xfer-grpc-inflight) from its one task, and the methods'
+    shares then hold per user, at any user count. Each method counts its own {{seq}}."""
 
     def on_start(self) -> None:
         super().on_start()
         cfg = self.xfer.config
         start_check(cfg, self.environment.host, self.transport)  # the web UI's host is known only here
         self.prepared = prepare(cfg, self.environment.host)
-        self.method = self.prepared.method.name
-        self.seq = 0
+        self.method = self.prepared.methods[0].name
+        self.seqs = [0] * len(self.prepared.methods)
+        self.picker = random.Random(self.rng.getrandbits(64))  # apart from the templates' stream
+
+    def _pick(self) -> int:
+        cum = self.prepared.cum_weights
+        if len(cum) == 1:
+            return 0
+        return bisect.bisect_right(cum, self.picker.random() * cum[-1])
 
     def begin(self) -> Begun:
-        ctx = Context(self.seq, self.number, self.xfer.upload_prefix, self.rng)
-        self.seq += 1
-        method, requests = self.prepared.method, self.prepared.requests.for_call(ctx)
-        return (lambda aio: invoke(aio, method, requests)), (lambda length: int(length))
+        i = self._pick()
+        ctx = Context(self.seqs[i], self.number, self.xfer.upload_prefix, self.rng)
+        self.seqs[i] += 1
+        method, requests = self.prepared.methods[i], self.prepared.requests[i].for_call(ctx)
+        if len(self.prepared.methods) == 1:
+            return (lambda aio: invoke(aio, method, requests)), (lambda length: int(length))
+
+        def finish(value: tuple[str, int | XferError]) -> int:
+            self.method, got = value  # reported right after this returns or raises, under this method
+            if isinstance(got, XferError):
+                raise got
+            return got
+
+        return (lambda aio: _labelled(aio, method, requests)), finish
 
     def run_once(self) -> int:
         raise XferError("internal", "--xfer-call runs on --xfer-grpc-engine aio only")  # start_check refuses it

@@ -8,6 +8,7 @@ is a ValueError of one line saying what was wrong (the start-up checks print it 
 from __future__ import annotations
 
 import asyncio
+import functools
 import subprocess
 import sys
 import tempfile
@@ -160,13 +161,34 @@ def resolve(
 ) -> Method:
     """The method `call` names, from --xfer-proto, else --xfer-protoset, else the server's reflection (its
     coroutine run by `wait`)."""
-    service, name = split_call(call)
-    if proto:
-        files, where = _from_proto(proto, import_path), proto
-    elif protoset:
-        files, where = _from_protoset(protoset), protoset
-    else:
-        files, where = wait(lambda: by_reflection(address, service)), f"{address}'s reflection"
-    md = _find(files, service, name, where)
-    request = message_factory.GetMessageClass(md.input_type)
-    return Method(f"/{service}/{name}", name, md.client_streaming, md.server_streaming, request)
+    (method,) = resolve_all([call], address, proto, import_path, protoset, wait)
+    return method
+
+
+def resolve_all(
+    calls: Sequence[str],
+    address: str,
+    proto: str = "",
+    import_path: Sequence[str] = (),
+    protoset: str = "",
+    wait: Await = _run,
+) -> list[Method]:
+    """The methods of a --xfer-call mix, in order: the .proto file or protoset read once, the reflection
+    asked once per service."""
+    sources: dict[str, tuple[list[FileDescriptorProto], str]] = {}
+    found = []
+    for call in calls:
+        service, name = split_call(call)
+        source = service if not (proto or protoset) else ""  # a file defines every service of the mix
+        if source not in sources:
+            if proto:
+                sources[source] = _from_proto(proto, import_path), proto
+            elif protoset:
+                sources[source] = _from_protoset(protoset), protoset
+            else:
+                sources[source] = wait(functools.partial(by_reflection, address, service)), f"{address}'s reflection"
+        files, where = sources[source]
+        md = _find(files, service, name, where)
+        request = message_factory.GetMessageClass(md.input_type)
+        found.append(Method(f"/{service}/{name}", name, md.client_streaming, md.server_streaming, request))
+    return found

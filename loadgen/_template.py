@@ -31,7 +31,8 @@ MAX_KEYSPACE = 1 << 62
 MAX_BYTES = 4 * MIB  # PROTOCOL.md's largest message part; a template is a request, not a file
 TEMPLATE_HELP = (
     "JSON (inline, or @FILE), a list of messages for a stream; placeholders in strings: {{seq}}, "
-    "{{user}}, {{process}}, {{key:N}}, {{bytes:SIZE}}"
+    "{{user}}, {{process}}, {{key:N}}, {{bytes:SIZE}}; with a mix of methods in --xfer-call, a JSON object of "
+    "such requests keyed by each SERVICE/METHOD"
 )
 
 
@@ -133,6 +134,11 @@ def parse_data(text: str) -> Template | None:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"--xfer-data {source[:80]!r}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    return template_of(value, source)
+
+
+def template_of(value: Any, source: str) -> Template:
+    """The Template of a decoded JSON request (or, for a mix, of one method's part of --xfer-data)."""
     if not isinstance(value, dict | list) or (isinstance(value, list) and not all(isinstance(v, dict) for v in value)):
         raise ValueError(f"--xfer-data {source[:80]!r}: want a JSON object (a message) or a list of objects (a stream)")
     return Template(source, value, _scan(value))

@@ -7,6 +7,7 @@ Reflection that is not served is shown with bare-echo, the same gRPC service wit
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,14 @@ from xferbench.process import Server
 
 BASE = ["--headless", "-u", "1", "-r", "1", "-t", "1s", "--xfer-metrics-port", "0", "--only-summary"]
 ECHO = "xfer.v1.FileTransfer/Echo"
+META = "xfer.v1.FileTransfer/Meta"
+MIX = f"{ECHO}:3,{META}:1"
 PROTO = ["--xfer-proto", "proto/xfer/v1/file_transfer.proto", "--xfer-import-path", "proto"]
+
+
+def _keyed(*methods: str) -> str:
+    """A mix's --xfer-data with an empty request for each of `methods`."""
+    return json.dumps({m: {} for m in methods})
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +78,37 @@ def _refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["--xfer-call", "xfer.v1.FileTransfer/Download", "--xfer-data", "[]"], "it takes one message, not an empty list"),
         (["--xfer-call", "xfer.v1.FileTransfer/Nope", *PROTO], "service xfer.v1.FileTransfer has no method 'Nope'"),
         (["--xfer-call", ECHO, "--xfer-proto", "README.md"], "--xfer-proto 'README.md' (import path .): "),
+        # a mix of methods (ECHO:3,META:1): each method known, each weight > 0, --xfer-data keyed by each one
+        (
+            [
+                "--xfer-call",
+                f"{ECHO}:3,xfer.v1.FileTransfer/Nope:1",
+                "--xfer-data",
+                _keyed(ECHO, "xfer.v1.FileTransfer/Nope"),
+            ],
+            "service xfer.v1.FileTransfer has no method 'Nope'; it has: ",
+        ),
+        (["--xfer-call", f"{ECHO}:3,{META}:0"], f"weight '0' of '{META}:0'; want a number > 0"),
+        (["--xfer-call", f"{ECHO}:-1,{META}:1"], f"weight '-1' of '{ECHO}:-1'; want a number > 0"),
+        (["--xfer-call", f"{ECHO}:3,{META}:nan"], "weight 'nan'"),
+        (["--xfer-call", f"{ECHO}:3,{META}"], f"'{META}' has no weight; in a mix each is SERVICE/METHOD:WEIGHT"),
+        (["--xfer-call", f"{ECHO}:3,{ECHO}:1"], f"{ECHO} given twice"),
+        (["--xfer-call", f"{ECHO}:1,other.Service/Echo:1"], "would share the client metrics' method label 'Echo'"),
+        (
+            ["--xfer-call", MIX],
+            f"--xfer-data (none): a mix of --xfer-call methods wants a JSON object keyed by each of {ECHO}, {META}",
+        ),
+        (["--xfer-call", MIX, "--xfer-data", _keyed(ECHO)], f"--xfer-data: no request for {META}"),
+        (
+            ["--xfer-call", MIX, "--xfer-data", _keyed(ECHO, META, "xfer.v1.FileTransfer/Stat")],
+            "--xfer-data: key 'xfer.v1.FileTransfer/Stat' is not a method of the --xfer-call mix",
+        ),
+        (["--xfer-call", MIX, "--xfer-data", '[{"payload": ""}]'], "a JSON object keyed by each of"),
+        (
+            ["--xfer-call", MIX, "--xfer-data", json.dumps({ECHO: {"size": 3}, META: {}})],
+            'does not fit xfer.v1.EchoRequest (/xfer.v1.FileTransfer/Echo): Message type "xfer.v1.EchoRequest" has no',
+        ),
+        (["--xfer-call", MIX, "--xfer-data", json.dumps({ECHO: {}, META: 7})], "want a JSON object (a message)"),
     ],
 )
 def test_bad_call_is_one_line(
@@ -115,6 +154,18 @@ def test_protoset_names_the_same_method(xferd: RunningServer, tmp_path: Path) ->
         == (by_reflection.path, by_reflection.kind)
         == ("/xfer.v1.FileTransfer/Upload", "client-streaming")
     )
+
+
+def test_a_mix_is_accepted_however_its_methods_are_spelt(xferd: RunningServer) -> None:
+    """--xfer-data's keys name the methods as --xfer-call may (pkg.Service.Method, a leading /); a single method
+    keeps its plain --xfer-data, with or without a weight."""
+    data = json.dumps({"/xfer.v1.FileTransfer/Echo": {"payload": "{{bytes:8}}"}, "xfer.v1.FileTransfer.Meta": {}})
+    host = ["--host", xferd.target("grpc")]
+    cfg, transport = accepted(
+        [*BASE, *host, "--xfer-call", "xfer.v1.FileTransfer.Echo:2.5,/" + META + ":1", "--xfer-data", data]
+    )
+    assert transport == "grpc" and cfg.data is not None
+    assert accepted([*BASE, *host, "--xfer-call", f"{ECHO}:2", "--xfer-data", '{"payload": ""}'])[1] == "grpc"
 
 
 def test_the_locust_command_refuses_in_one_line(xferd: RunningServer) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import subprocess
 import zlib
 from dataclasses import dataclass
@@ -58,16 +59,27 @@ def _by_code(samples: list[Sample], name: str, method: str) -> dict[str, float]:
 
 def _run(tmp: Path, method: str, *args: str) -> Run:
     """One Locust process of CallUser against a new xferd-go; what the server counted of `method` meanwhile."""
+    (run,) = _run_methods(tmp, (method,), *args)
+    return run
+
+
+def _run_methods(tmp: Path, methods: tuple[str, ...], *args: str) -> list[Run]:
+    """One Locust process calling `methods` (a mix), seen from each method: the same process, the server's
+    counts of that method."""
     with running_server("xferd-go", ["--store=mem"]) as server:
-        before = _by_code(parse_prom(fetch(server.metrics_url)), "xfer_requests_total", method)
+        before = parse_prom(fetch(server.metrics_url))
         r = run_locust(
             [*COMMON, "--host", server.target("grpc"), "--xfer-metrics-dump", str(tmp), *args], timeout=RUN_S + 60
         )
-        after = _by_code(settled_metrics(server.metrics_url), "xfer_requests_total", method)
-    served = {code: n - before.get(code, 0.0) for code, n in after.items() if n - before.get(code, 0.0)}
+        after = settled_metrics(server.metrics_url)
     dumps = [parse_prom(p.read_text()) for p in tmp.glob("local-*.prom")]
     assert len(dumps) == 1, r.stderr[-3000:]
-    return Run(r, method, served, dumps[0])
+    runs = []
+    for method in methods:
+        was, now = _by_code(before, "xfer_requests_total", method), _by_code(after, "xfer_requests_total", method)
+        served = {code: n - was.get(code, 0.0) for code, n in now.items() if n - was.get(code, 0.0)}
+        runs.append(Run(r, method, served, dumps[0]))
+    return runs
 
 
 def _upload_template(tmp: Path) -> str:
@@ -170,3 +182,47 @@ def test_bidirectional_stream(runs: Runs, request: pytest.FixtureRequest) -> Non
     n, length = stats["num_requests"], stats["total_content_length"]
     assert n > 0 and stats["num_failures"] == 0 and run.recorded() == {"ok": n}, stats
     assert length % n == 0 and length // n > len(file_transfer_pb2.DESCRIPTOR.serialized_pb), (length, n)
+
+
+DOWNLOAD = "xfer.v1.FileTransfer/Download"
+MIX_WEIGHTS = {"Echo": 3, "Download": 1}
+
+
+def _mix_data(tmp: Path) -> str:
+    """A mix's requests in one file, keyed by method: Download's list alternates by Download's own {{seq}}."""
+    path = tmp / "mix.json"
+    path.write_text(
+        json.dumps(
+            {
+                ECHO: {"payload": "{{bytes:64}}"},
+                DOWNLOAD: [{"name": "gen:{{key:50000}}:7", "chunk_size": 4096}, {"name": "no-such-file"}],
+            }
+        )
+    )
+    return f"@{path}"
+
+
+@in_background(
+    lambda tmp: _run_methods(
+        tmp, ("Echo", "Download"), "--xfer-call", f"{ECHO}:3,{DOWNLOAD}:1", "--xfer-data", _mix_data(tmp)
+    )
+)
+def test_weighted_mix_by_reflection(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """Echo:3,Download:1: every call, by method and status, as Locust, the client metrics and the server counted
+    it; the methods' shares as weighted; each method's {{seq}} its own."""
+    echo, download = runs[request.node]
+    echoed = _assert_counts_match(echo, rc=1)  # the not_found Downloads are failures
+    downloaded = _assert_counts_match(download, rc=1)
+    assert set(echoed) == {"ok"} and set(downloaded) == {"ok", "not_found"}, (echoed, downloaded)
+    # If Download took the mix's call numbers, its two requests would come in no order; with its own, each of
+    # the 2 users alternates them.
+    assert abs(downloaded["ok"] - downloaded["not_found"]) <= 2, downloaded
+    # Each call picks Echo with p = 3/4, independently: Echo's count of n calls is binomial. Five standard
+    # deviations (a flake once in ~3.5 million runs), plus the calls a user had begun but not ended when the
+    # run stopped (a closed loop's count depends a little on which calls were slow): 2 users x 4 in flight.
+    n = sum(echoed.values()) + sum(downloaded.values())
+    p = MIX_WEIGHTS["Echo"] / sum(MIX_WEIGHTS.values())
+    assert n > 100, n
+    assert abs(sum(echoed.values()) - p * n) <= 5 * math.sqrt(n * p * (1 - p)) + 2 * 4, (echoed, downloaded)
+    total = [e for e in json.loads(echo.proc.stdout) if e["name"] in MIX_WEIGHTS]
+    assert len(total) == 2, echo.proc.stdout[-2000:]  # one Locust entry per method, nothing else
