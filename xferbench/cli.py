@@ -6,19 +6,22 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from py_client.durations import DURATION_HELP, parse_duration
-from xferbench import cost, experiment, export, runmeta, stack, stats
+from xferbench import cost, experiment, export, stack, stats
 from xferbench.bench import command as bench
 from xferbench.metrics import BY_NAME, RANKED
-from xferbench.report import fmt
-from xferbench.report.summary import CellSummary, RunDirError, summarize
+from xferbench.report.summary import RunDirError, summarize
 from xferbench.row import RunRow
 from xferbench.runmeta import RunMeta
+
+if TYPE_CHECKING:
+    from xferbench.runner import SweepResult
+    from xferbench.sources import MetricsSource
 
 EXIT_INTERRUPTED = 130
 EXIT_SOME_RUNS_FAILED = 3  # `xferbench run`: the report exists, but some runs failed (all failed: 1)
@@ -38,25 +41,28 @@ def ranked_comparisons(meta: RunMeta, rows: list[RunRow]) -> tuple[str, list[sta
     return s.rank_metric, [v.comparison for v in s.verdicts if v.metric == s.rank_metric]
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from xferbench import report, runner
-    from xferbench.progress import RichProgress, final_table
-    from xferbench.sources import MetricsSource, PromQLError, PromQLSource, ScrapeSource
-    from xferbench.targets import FileSDRegistry
+def _refuse(err: Console, text: str) -> int:
+    err.print(f"[red]error:[/] {text}", highlight=False)
+    return 2
 
-    err = Console(stderr=True)
+
+def _checked_experiment(args: argparse.Namespace, err: Console) -> experiment.Experiment | None:
+    """The experiment with the command line's overrides, or None once a refusal is printed: an unreadable
+    file, limits without containers, a server that cannot be profiled, no container engine."""
+    from xferbench import runner
+
     try:
         exp = experiment.load_file(args.experiment).with_overrides(repeats=args.repeat, quick=args.quick,
                                                                    profile=args.profile)
     except experiment.ExperimentError as e:
-        err.print(f"[red]error:[/] {e}", highlight=False)
-        return 2
+        _refuse(err, str(e))
+        return None
     if args.backend:
         limited = [c.name for c in exp.cells if c.limits != experiment.Limits()]
         if args.backend != "docker" and limited:
-            err.print(f"[red]error:[/] --backend {args.backend}: cell {limited[0]!r} has [servers.limits], which only "
-                      "containers get (--backend docker)", highlight=False)
-            return 2
+            _refuse(err, f"--backend {args.backend}: cell {limited[0]!r} has [servers.limits], which only "
+                    "containers get (--backend docker)")
+            return None
         exp = dataclasses.replace(exp, backend=args.backend)
     if exp.profile:
         from xferbench import profile
@@ -64,40 +70,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             profile.check({c.server for c in exp.cells})
         except profile.ProfileError as e:
-            err.print(f"[red]error:[/] {e}", highlight=False)
-            return 2
+            _refuse(err, str(e))
+            return None
     if exp.backend == "docker":
         from xferbench.containers.engine import EngineError
 
         try:
             runner.container_engine(exp)
         except EngineError as e:
-            err.print(f"[red]error:[/] backend docker: {e}", highlight=False)
-            return 2
-    missing = [] if exp.backend == "docker" else sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
-    for b in missing:
-        err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
-    source: MetricsSource = ScrapeSource()
-    if args.prometheus:
-        promql = PromQLSource(args.prometheus)
-        try:
-            promql.check()  # first: an unreachable URL is the likelier mistake, and says most
-            promql.register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack.registry()
-        except (PromQLError, stack.StackError) as e:
-            err.print(f"[red]error:[/] --prometheus: {e}", highlight=False)
-            return 2
-        source = promql
-    run_dir = Path(args.out) if args.out else Path(args.results) / f"{runner.utc_stamp()}-{exp.name}"
-    if run_dir.exists() and any(run_dir.iterdir()):
-        err.print(f"[red]error:[/] {run_dir} exists and is not empty", highlight=False)
-        return 2
-    until = None
-    if args.until_ci is not None:
-        until = runner.UntilCI(args.until_ci, args.budget, ranked_comparisons)
-        if exp.repeats < stats.MIN_REPEATS:
-            exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
-    progress = RichProgress(err)
-    res = runner.sweep(exp, run_dir, source=source, progress=progress, until_ci=until)
+            _refuse(err, f"backend docker: {e}")
+            return None
+    return exp
+
+
+def _metrics_source(args: argparse.Namespace, err: Console) -> MetricsSource | None:
+    """The built-in scraper, or --prometheus's PromQL once it answered; None once a refusal is printed."""
+    from xferbench.sources import PromQLError, PromQLSource, ScrapeSource
+    from xferbench.targets import FileSDRegistry
+
+    if not args.prometheus:
+        return ScrapeSource()
+    promql = PromQLSource(args.prometheus)
+    try:
+        promql.check()  # first: an unreachable URL is the likelier mistake, and says most
+        promql.register = FileSDRegistry(args.prometheus_sd) if args.prometheus_sd else stack.registry()
+    except (PromQLError, stack.StackError) as e:
+        _refuse(err, f"--prometheus: {e}")
+        return None
+    return promql
+
+
+def _run_exit_status(res: SweepResult, run_dir: Path) -> int:
+    """Prints the run's final table and where its report is; the exit status says how the sweep ended."""
+    from xferbench import report
+    from xferbench.progress import final_table
+
     s = report.write_all(run_dir)
     out = _console()
     out.print(final_table(s))
@@ -112,133 +119,67 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if len(failed) == len(res.rows) else EXIT_SOME_RUNS_FAILED
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from xferbench import runner
+    from xferbench.progress import RichProgress
+
+    err = Console(stderr=True)
+    exp = _checked_experiment(args, err)
+    if exp is None:
+        return 2
+    missing = [] if exp.backend == "docker" else sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
+    for b in missing:
+        err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
+    source = _metrics_source(args, err)
+    if source is None:
+        return 2
+    run_dir = Path(args.out) if args.out else Path(args.results) / f"{runner.utc_stamp()}-{exp.name}"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        return _refuse(err, f"{run_dir} exists and is not empty")
+    until = None
+    if args.until_ci is not None:
+        until = runner.UntilCI(args.until_ci, args.budget, ranked_comparisons)
+        if exp.repeats < stats.MIN_REPEATS:
+            exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
+    res = runner.sweep(exp, run_dir, source=source, progress=RichProgress(err), until_ci=until)
+    return _run_exit_status(res, run_dir)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from xferbench import report
     from xferbench.progress import final_table
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "runs.jsonl").exists():
-        Console(stderr=True).print(f"[red]error:[/] {run_dir} has no runs.jsonl", highlight=False)
-        return 2
+        return _refuse(Console(stderr=True), f"{run_dir} has no runs.jsonl")
     try:
         s = report.write_all(run_dir)
     except RunDirError as e:
-        Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
-        return 2
+        return _refuse(Console(stderr=True), str(e))
     _console().print(final_table(s))
     _console().print(f"report: {run_dir / 'report.html'}", highlight=False, soft_wrap=True)
     return 0
 
 
-def _flatten(d: object, prefix: str = "") -> dict[str, object]:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict[str, object] = {}
-    for k, v in d.items():
-        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
-
-
-def _config_differences(a_dir: Path, b_dir: Path, pairs: list[tuple[str, CellSummary, CellSummary]]
-                        ) -> dict[str, list[str]]:
-    """Fields of each paired cell's server and load configuration that differ between two runs: a ratio
-    between runs of different loads is no measure of the server, so compare says so."""
-    def configs(d: Path) -> dict[str, dict[str, Any]]:
-        path = d / runmeta.FILE
-        return runmeta.load(path).cell_configs if path.exists() else {}
-
-    ca, cb = configs(a_dir), configs(b_dir)
-    out: dict[str, list[str]] = {}
-    for name, a, b in pairs:
-        fa, fb = _flatten(ca.get(a.name, {})), _flatten(cb.get(b.name, {}))
-        diffs = [f"{k} {fa.get(k)!r} → {fb.get(k)!r}" for k in sorted(fa.keys() | fb.keys()) if fa.get(k) != fb.get(k)]
-        if diffs:
-            out[name] = diffs
-    return out
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    from xferbench.report import summary
+    from xferbench.report import compare, summary
 
     a_dir, b_dir = Path(args.run_a), Path(args.run_b)
+    err = Console(stderr=True)
     for d in (a_dir, b_dir):
         if not (d / "runs.jsonl").exists():
-            Console(stderr=True).print(f"[red]error:[/] {d} has no runs.jsonl", highlight=False)
-            return 2
+            return _refuse(err, f"{d} has no runs.jsonl")
     try:
         sa, sb = summary.load(a_dir), summary.load(b_dir)
-    except RunDirError as e:
-        Console(stderr=True).print(f"[red]error:[/] {e}", highlight=False)
-        return 2
-    if summary.profiled(sa.rows) != summary.profiled(sb.rows):
-        which = a_dir if summary.profiled(sa.rows) else b_dir
-        Console(stderr=True).print(
-            f"[red]error:[/] {which} was profiled and the other run was not; profiling costs the server CPU, so "
-            "their figures are not compared — rerun both with or both without --profile", highlight=False)
-        return 2
-    ca = {c.name: c for c in sa.cells}
-    cb = {c.name: c for c in sb.cells}
-    pairs = [(n, ca[n], cb[n]) for n in ca if n in cb]
-    if not pairs:
-        if len(ca) == 1 and len(cb) == 1:
-            (na, a1), (nb, b1) = next(iter(ca.items())), next(iter(cb.items()))
-            pairs = [(f"{na} → {nb}", a1, b1)]
-        else:
-            Console(stderr=True).print(
-                f"[red]error:[/] no cell in common; A has {sorted(ca)}, B has {sorted(cb)}", highlight=False
-            )
-            return 2
-    for name, diffs in _config_differences(a_dir, b_dir, pairs).items():
-        Console(stderr=True).print(
-            f"[yellow]note:[/] {name} ran different configurations in A and B: {'; '.join(diffs)}", highlight=False
-        )
+        compare.check_comparable(sa, sb, a_dir, b_dir)
+        pairs = compare.paired_cells(sa, sb)
+    except (RunDirError, compare.CompareError) as e:
+        return _refuse(err, str(e))
+    for name, diffs in compare.config_differences(a_dir, b_dir, pairs).items():
+        err.print(f"[yellow]note:[/] {name} ran different configurations in A and B: {'; '.join(diffs)}",
+                  highlight=False)
     metrics = [m for m in (args.metric or RANKED) if m in BY_NAME]
-    # Two runs share no rounds, so every comparison is unpaired (Welch on the logs); the table is one Holm
-    # family, and each metric's noise floor is pooled over its comparisons in this table.
-    family: list[tuple[str, CellSummary, CellSummary, str]] = []
-    raw: list[stats.Comparison] = []
-    for name, a, b in pairs:
-        for m in metrics:
-            va, vb = a.values.get(m, []), b.values.get(m, [])
-            if not va and not vb:
-                continue
-            family.append((name, a, b, m))
-            raw.append(stats.compare(va, vb, BY_NAME[m].higher_is_better))  # a diagnostic: no verdict
-    floors = {m: stats.noise_floor([c for (*_, fm), c in zip(family, raw, strict=True) if fm == m]) for m in metrics}
-    decided = stats.decide(
-        raw, [BY_NAME[m].better == "higher" for *_, m in family], [floors[m] for *_, m in family], stats.ALPHA
-    )
-    tested = sum(1 for c in decided if c.p is not None)
-    t = Table(
-        title=f"B / A   (A = {a_dir.name}, B = {b_dir.name})",
-        caption=(
-            f"geometric means; Welch t-intervals on the logs (runs are not paired); p Holm-adjusted over {tested} "
-            f"comparisons, verdicts at alpha = {stats.ALPHA:g} and beyond the noise floor"
-        ),
-    )
-    t.add_column("cell", style="bold")
-    t.add_column("metric")
-    t.add_column("A", justify="right")
-    t.add_column("B", justify="right")
-    t.add_column("B / A [95% CI]", justify="right")
-    t.add_column("floor", justify="right")
-    t.add_column("p (Holm)", justify="right")
-    t.add_column("verdict")
-    for (name, a, b, m), c in zip(family, decided, strict=True):
-        title, unit = BY_NAME[m].title, BY_NAME[m].unit
-        ratio = "-" if c.ratio is None else f"{c.ratio:.3f}" + (f" [{c.lo:.3f}, {c.hi:.3f}]" if c.has_ci else "")
-        style = {stats.BETTER: "green", stats.WORSE: "red"}.get(c.verdict, "dim")
-        t.add_row(
-            name,
-            title,
-            fmt.estimate(a.est[m], unit, False) + f" (n={c.n_a})",
-            fmt.estimate(b.est[m], unit, False) + f" (n={c.n_b})",
-            ratio,
-            fmt.floor(c.floor if c.floor is not None else floors.get(m)),
-            fmt.pvalue(c.p),
-            f"[{style}]{c.verdict}[/]",
-        )
-    _console().print(t)
+    _console().print(compare.table(compare.family(pairs, metrics), a_dir, b_dir))
     return 0
 
 

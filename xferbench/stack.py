@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -30,7 +29,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,13 @@ import yaml
 
 from py_client.durations import parse_duration
 from xferbench import process, procfs, servers
+
+# The launcher's names the stack's callers reach through it (export, the tests): one way to start Prometheus.
+from xferbench.prometheus import POLL_INTERVAL_S, STOP_TIMEOUT_S, ui_links, wait_first_scrapes
+from xferbench.prometheus import Prometheus as Prometheus
+from xferbench.prometheus import StackError as StackError
+from xferbench.prometheus import prometheus_binary as prometheus_binary
+from xferbench.prometheus import start_prometheus as start_prometheus
 from xferbench.targets import FileSDRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,9 +51,6 @@ PROM_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 DEFAULT_DIR = ROOT / "build" / "stack"
 DEFAULT_LISTEN = "127.0.0.1:9090"
 
-READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 15.0
-POLL_INTERVAL_S = 0.1
 STATUS_WAIT_S = 15.0  # `stack status`: how long to wait for the targets' first scrapes (3 of the config's 5s)
 
 # Where each compose service lives when everything runs on this machine (docs/DESIGN.md's default ports):
@@ -60,10 +62,6 @@ LOCAL_SERVICES: dict[str, list[str]] = {
     "locust-worker": [],
 }
 SELF = "localhost"  # the config's name for Prometheus itself
-
-
-class StackError(RuntimeError):
-    """A stack operation that cannot go on; the message says why."""
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -145,75 +143,6 @@ def registry(d: Path | None = None) -> FileSDRegistry:
     return FileSDRegistry(d / "targets")
 
 
-# ---------------------------------------------------------------------------------------------- process
-
-
-def prometheus_binary() -> str:
-    found = os.environ.get("PROMETHEUS_BIN") or shutil.which("prometheus")
-    if not found:
-        raise StackError("no prometheus binary: install Debian's `prometheus` package or set PROMETHEUS_BIN")
-    return found
-
-
-def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return int(r.status), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def _answers(url: str) -> bool:
-    try:
-        return _get(url, timeout=1.0)[0] == 200
-    except OSError:
-        return False
-
-
-@dataclass
-class Prometheus:
-    proc: subprocess.Popen[bytes]
-    url: str
-    config: Path
-    log: Path
-
-    def stop(self) -> int:
-        return process.stop(self.proc, grace_s=STOP_TIMEOUT_S)
-
-
-def start_prometheus(
-    config: Path, data_dir: Path, listen: str, log: Path, *, detach: bool = False, retention: str = "2d"
-) -> Prometheus:
-    """Starts Prometheus on `config` and returns once `/-/ready` answers. `detach`: it outlives this
-    process (`stack up`; `stack down` stops it by its pid file)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    args = [
-        prometheus_binary(),
-        f"--config.file={config}",
-        f"--storage.tsdb.path={data_dir}",
-        f"--storage.tsdb.retention.time={retention}",
-        f"--web.listen-address={listen}",
-        "--web.enable-lifecycle",
-    ]
-    with open(log, "ab") as out:
-        proc = process.spawn(args, stdout=out, stderr=subprocess.STDOUT, detach=detach)
-    prom = Prometheus(proc, f"http://{listen}", config, log)
-
-    def tail() -> list[str]:
-        return log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
-
-    try:
-        process.wait_until(lambda: _answers(f"{prom.url}/-/ready"), proc, f"prometheus at {prom.url}",
-                           READY_TIMEOUT_S, tail)
-    except process.ServerStartError as e:
-        prom.stop()
-        raise StackError("\n".join([str(e), *e.tail])) from None
-    except BaseException:
-        prom.stop()
-        raise
-    return prom
-
-
 @contextlib.contextmanager
 def running_prometheus(
     workdir: Path, *, services: Mapping[str, Sequence[str]] | None = None, scrape_interval: str | None = None
@@ -234,48 +163,6 @@ def running_prometheus(
         yield prom
     finally:
         prom.stop()
-
-
-# ---------------------------------------------------------------------------------------------- the web UI
-
-
-def ui_links(url: str) -> dict[str, str]:
-    """Links to the pages a user wants (targets, rules, graph) that work on the Prometheus at `url`.
-
-    Debian's builds (version `2.42.0+ds`, what `stack up` runs) ship only the classic UI, under
-    `/classic/`, and answer 404 at `/targets`; upstream builds serve their UI at the root. The version from
-    /api/v1/status/buildinfo gives the first guess, and one request confirms it, so a packaging this does
-    not know still gets working links.
-    """
-    status, body = _get(f"{url}/api/v1/status/buildinfo")
-    version = str(json.loads(body)["data"].get("version", "")) if status == 200 else ""
-    guess, other = ("/classic", "") if "+ds" in version else ("", "/classic")
-    prefix = guess if _answers(f"{url}{guess}/targets") or not _answers(f"{url}{other}/targets") else other
-    return {page: f"{url}{prefix}/{page}" for page in ("targets", "rules", "graph")}
-
-
-# ---------------------------------------------------------------------------------------------- targets
-
-
-def targets(url: str) -> list[dict[str, Any]]:
-    """Prometheus' active targets; [] when it does not answer."""
-    try:
-        status, body = _get(f"{url}/api/v1/targets?state=active")
-    except OSError:
-        return []
-    found: list[dict[str, Any]] = json.loads(body)["data"]["activeTargets"] if status == 200 else []
-    return found
-
-
-def wait_first_scrapes(url: str, timeout_s: float) -> list[dict[str, Any]]:
-    """The active targets once every one of them has been scraped at least once (health up or down, not
-    "unknown"); right after `up` Prometheus has discovered none yet. Bounded: after timeout_s, what is there."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = targets(url)
-        if (found and all(t["health"] != "unknown" for t in found)) or time.monotonic() >= deadline:
-            return found
-        time.sleep(POLL_INTERVAL_S)
 
 
 # ---------------------------------------------------------------------------------------------- CLI

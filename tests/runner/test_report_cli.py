@@ -122,18 +122,18 @@ def test_two_repeats_say_no_ci(tmp_path: Path) -> None:
 
 
 def test_series_are_medians_with_min_max_band(tmp_path: Path) -> None:
-    from xferbench.report import html
+    from xferbench.report import charts
 
     d = fake_run(tmp_path / "a", {"a": 100.0, "b": 150.0}, 3, 1)
     for r, q in ((1, 10.0), (2, 20.0), (3, 60.0)):  # cell a: three repeats, samples every half second
         (d / "timeseries" / f"a.r{r}.csv").write_text(
             "t,client_qps,rss_bytes\n" + f"0.9,{q},\n1.2,{q + 2},\n2.4,{q},5\n"
         )
-    data = html.series_by_second(report.load(d), d)
+    data = charts.series_by_second(report.load(d), d)
     a = data["client_qps"]["a"]
     assert sorted(a) == [1, 2] and sorted(a[1]) == [11.0, 21.0, 61.0]  # t 0.9 and 1.2 both round to 1 s
     assert data["rss_bytes"]["a"] == {2: [5.0, 5.0, 5.0]}  # empty fields are gaps, not zeros
-    fig = html._series(report.load(d), d, {"a": "#636EFA", "b": "rgb(102,194,165)"})
+    fig = charts.series(report.load(d), d, {"a": "#636EFA", "b": "rgb(102,194,165)"})
     med = next(t for t in fig.data if t.name == "a" and t.xaxis == "x")
     assert list(med.x) == [1, 2] and list(med.y) == [21.0, 20.0]
     band = next(t for t in fig.data if t.fill == "toself" and t.legendgroup == "a" and t.xaxis == "x")
