@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from py_client.sizes import parse_size
-from xferbench import experiment as xe
+from xferbench import config as xe
 from xferbench import stats
 from xferbench.matrix import schedule
 

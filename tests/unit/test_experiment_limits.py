@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from xferbench import experiment as xe
+from xferbench import config as xe
 from xferbench.containers import backend
 
 

@@ -1,0 +1,199 @@
+"""One [[servers]] group to its cells: the server and its keys, then every axis (flags, env, limits, load
+overrides), then one cell per point of their product, named by the group's label and the values that vary."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from py_client.sizes import parse_size
+from xferbench import command, servers
+from xferbench.config.files import ROOT
+from xferbench.config.load import _check_load_value, _resolve_mode
+from xferbench.config.model import LOAD_KEYS, SERVER_SPECS, Cell, ExperimentError, Limits, Load
+from xferbench.config.values import LIMIT_KEYS, _as_axis, _table, _unknown
+
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_GROUP_KEYS = ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image")
+
+Axis = tuple[str, str, list[Any]]  # (kind: flag | env | limit | load, key, values)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A [[servers]] group's keys that every one of its cells shares."""
+
+    where: str
+    server: str
+    spec: servers.ServerSpec
+    label: str
+    binary: str
+    args: tuple[str, ...]
+    image: str | None = None
+    template: str | None = None  # the group's `name`: a format string of the cell's values
+    cmd: command.Command | None = None
+
+
+def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
+    group, g = _group(g, where)
+    # One order of checks (server, label, binary, args, flags, env, image, limits, load, name), so a group with
+    # several faults always names the same one first.
+    flag_axes = _flag_axes(group, _table(g.get("flags", {}), f"{where}.flags"))
+    env_axes = _env_axes(_table(g.get("env", {}), f"{where}.env"), where)
+    image = g.get("image")
+    if image is not None and (not isinstance(image, str) or not image):
+        raise ExperimentError(f"{where}.image = {image!r}: expected an image name (localhost/xferbench/xferd-go:dev)")
+    limit_axes = _limit_axes(_table(g.get("limits", {}), f"{where}.limits"), where)
+    load_axes = _load_axes(group, _table(g.get("load", {}), f"{where}.load"), base)
+    template = g.get("name")
+    if template is not None and not isinstance(template, str):
+        raise ExperimentError(f'{where}.name = {template!r}: expected a template string like "go-{{pool}}"')
+    group = replace(group, image=image, template=template)
+    axes = [*flag_axes, *env_axes, *limit_axes, *load_axes]
+    return [_cell(group, axes, combo, base) for combo in itertools.product(*(vals for _, _, vals in axes))]
+
+
+def _group(g: dict[str, Any], where: str) -> tuple[_Group, dict[str, Any]]:
+    """The group's server, label, binary and args, and its table without a command server's own keys."""
+    server = g.get("server")
+    if server not in SERVER_SPECS and server != servers.COMMAND.name:
+        raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join([*SERVER_SPECS, servers.COMMAND.name])}")
+    spec = servers.get(server)
+    cmd = None
+    if spec is servers.COMMAND:  # any executable: its own keys, read by xferbench/command.py
+        try:
+            cmd, g = command.group(g, where)
+        except command.CommandError as e:
+            raise ExperimentError(str(e)) from None
+    _unknown(g, _GROUP_KEYS, where)
+    label = g.get("label", spec.label)
+    if not isinstance(label, str) or not label:
+        raise ExperimentError(f"{where}.label = {label!r}: expected a non-empty string")
+    binary = g.get("binary")
+    if binary is None:
+        binary = spec.default_binary()
+    elif not isinstance(binary, str):
+        raise ExperimentError(f"{where}.binary = {binary!r}: expected a path")
+    else:
+        binary = str((ROOT / binary) if not Path(binary).is_absolute() else Path(binary))
+    args = g.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ExperimentError(f"{where}.args = {args!r}: expected a list of strings")
+    return _Group(where, server, spec, label, binary, tuple(args), cmd=cmd), g
+
+
+def _checked_axis(values: list[Any], check: Callable[[Any], Any], where: str) -> list[Any]:
+    """Each value of an axis through its validator, whose ValueError says what the key expects."""
+    vals = []
+    for item in values:
+        try:
+            vals.append(check(item))
+        except ValueError as e:
+            raise ExperimentError(f"{where} = {item!r}: expected {e}") from None
+    if not vals:
+        raise ExperimentError(f"{where}: empty list")
+    return vals
+
+
+def _flag_axes(group: _Group, flags: dict[str, Any]) -> list[Axis]:
+    axes: list[Axis] = []
+    for k, v in flags.items():
+        if k not in group.spec.flags:
+            raise ExperimentError(
+                f"{group.where}.flags.{k}: unknown flag of {group.server}; allowed: " + ", ".join(group.spec.flags)
+            )
+        axes.append(("flag", k, _checked_axis(_as_axis(v), group.spec.flags[k], f"{group.where}.flags.{k}")))
+    return axes
+
+
+def _env_axes(env: dict[str, Any], where: str) -> list[Axis]:
+    axes: list[Axis] = []
+    for k, v in env.items():
+        if not _ENV_NAME_RE.match(k):
+            raise ExperimentError(f"{where}.env.{k}: not a valid environment variable name")
+        vals = _as_axis(v)
+        if not vals or not all(isinstance(x, str | int | float) and not isinstance(x, bool) for x in vals):
+            raise ExperimentError(
+                f'{where}.env.{k} = {v!r}: expected a string or a list of strings ("" leaves the variable unset)'
+            )
+        axes.append(("env", k, [str(x) for x in vals]))
+    return axes
+
+
+def _limit_axes(limits: dict[str, Any], where: str) -> list[Axis]:
+    axes: list[Axis] = []
+    for k, v in limits.items():
+        if k not in LIMIT_KEYS:
+            raise ExperimentError(f"{where}.limits.{k}: unknown key; allowed: {', '.join(LIMIT_KEYS)}")
+        axes.append(("limit", k, _checked_axis(_as_axis(v), LIMIT_KEYS[k], f"{where}.limits.{k}")))
+    return axes
+
+
+def _load_axes(group: _Group, load_over: dict[str, Any], base: Load) -> list[Axis]:
+    """[servers.load] overrides; a server serving one transport only gets it when [load] names another."""
+    where, transports = group.where, group.spec.transports
+    axes: list[Axis] = []
+    for k, v in load_over.items():
+        vals = [_check_load_value(k, x, f"{where}.load") for x in _as_axis(v)]
+        if not vals:
+            raise ExperimentError(f"{where}.load.{k}: empty list")
+        if k == "transport":
+            for t in vals:
+                if t not in transports:
+                    raise ExperimentError(f"{where}.load.transport = {t!r}: {group.server} serves " + " | ".join(transports))
+        axes.append(("load", k, vals))
+    if "transport" not in load_over and base.transport not in transports:
+        if len(transports) == 1:
+            axes.append(("load", "transport", [transports[0]]))
+        else:
+            raise ExperimentError(f"load.transport = {base.transport!r}: {group.server} serves " + " | ".join(transports))
+    return axes
+
+
+def _cell(group: _Group, axes: list[Axis], combo: tuple[Any, ...], base: Load) -> Cell:
+    """The cell at one point of the group's axes."""
+    values: dict[str, dict[str, Any]] = {"flag": {}, "env": {}, "load": {}, "limit": {}}
+    axis_vals: dict[str, str] = {}
+    for (kind, key, vals), value in zip(axes, combo, strict=True):
+        values[kind][key] = value
+        if len(vals) > 1:
+            axis_vals[key] = str(value) if value != "" else "default"
+    cflags, cenv, limit_vals = values["flag"], values["env"], values["limit"]
+    load = _resolve_mode(replace(base, **values["load"]), group.where)
+    if group.template:
+        name = _templated_name(group, group.template, load, cflags, cenv, limit_vals)
+    else:
+        parts = [group.label, load.transport] + [f"{k}={v}" for k, v in axis_vals.items() if k != "transport"]
+        name = "/".join(parts)
+    cell_limits = Limits(
+        float(limit_vals["cpus"]) if "cpus" in limit_vals else None,
+        parse_size(limit_vals["memory"]) if "memory" in limit_vals else None,
+    )
+    return Cell(
+        name, group.server, group.binary, cflags, cenv, group.args, load, axis_vals, cell_limits, group.image, group.cmd
+    )
+
+
+def _templated_name(
+    group: _Group, template: str, load: Load, cflags: dict[str, Any], cenv: dict[str, Any], limit_vals: dict[str, Any]
+) -> str:
+    """The group's `name` template filled with the cell's label, server, transport and every value."""
+    fmt = {
+        "label": group.label,
+        "server": group.server,
+        "transport": load.transport,
+        **cflags,
+        **{k: (v or "default") for k, v in cenv.items()},
+        **{k: getattr(load, k) for k in LOAD_KEYS},
+        **{k: limit_vals.get(k, "none") for k in LIMIT_KEYS},
+    }
+    try:
+        return template.format(**fmt)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ExperimentError(
+            f"{group.where}.name = {template!r}: unknown field {e}; allowed: " + ", ".join(sorted(fmt))
+        ) from None
