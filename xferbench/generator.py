@@ -113,6 +113,8 @@ class LocustGenerator(Generator):
                  cpus: Sequence[int] | None = None) -> None:
         self.processes = load.processes
         self.worker_urls: list[str] = []
+        # The scrapes of the master and its workers, one thread each, for the generator's life (a scrape a second).
+        self._scrapers: ThreadPoolExecutor | None = None
         self.csv_prefix = log_path.with_suffix("") if load.locustfile else None
         super().__init__(host, load, metrics_port, run_time_s, log_path, cpus)
 
@@ -136,6 +138,9 @@ class LocustGenerator(Generator):
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int:
         code = super().stop(grace_s)
+        if self._scrapers is not None:
+            self._scrapers.shutdown(wait=True)  # a scrape in flight ends within SCRAPE_TIMEOUT_S
+            self._scrapers = None
         if self.csv_prefix is not None:
             self.stats = locust_stats(Path(f"{self.csv_prefix}_stats.csv"))
         return code
@@ -145,8 +150,9 @@ class LocustGenerator(Generator):
             return super().scrape()
         # All at once: read one after the other, the last worker's counts would be later than the first's.
         urls = [self.metrics_url, *self.worker_urls]
-        with ThreadPoolExecutor(max_workers=len(urls)) as pool:
-            snaps = list(pool.map(lambda u: scrape(u, timeout=SCRAPE_TIMEOUT_S), urls))
+        if self._scrapers is None:
+            self._scrapers = ThreadPoolExecutor(max_workers=len(urls), thread_name_prefix="locust-scrape")
+        snaps = list(self._scrapers.map(lambda u: scrape(u, timeout=SCRAPE_TIMEOUT_S), urls))
         if any(s is None for s in snaps):
             return None  # a partial sum would look like a drop in every counter
         total = Snapshot(min(s.t for s in snaps if s is not None))

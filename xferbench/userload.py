@@ -1,5 +1,5 @@
-"""[load] keys that point the load at the user's own target: any gRPC method (`call`, `data`, `proto`,
-`import_path`, `protoset`: loadgen's CallUser) or the user's own Locust users (`locustfile`), and
+"""[load] keys that point the load at the user's own target: any gRPC method, or a weighted mix of them (`call`,
+`data`, `proto`, `import_path`, `protoset`: loadgen's CallUser) or the user's own Locust users (`locustfile`), and
 `processes` (Locust distributed over several generator processes).
 
 Read by the schema (xferbench/experiment.py): paths are made absolute against the experiment file's folder
@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Protocol
+
+import loadgen
+from loadgen._call_options import parse_calls, templates
 
 CALL_KEYS = ("call", "data", "proto", "import_path", "protoset")  # loadgen's --xfer-<key> options
 OWN_KEYS = ("locustfile", "processes")  # the runner's: not loadgen options
@@ -112,10 +115,23 @@ def check(load: UserLoad) -> None:
     for key in CALL_KEYS[1:]:
         if getattr(load, key) and not load.call:
             raise ValueError(f"{key}: belongs to load.call (the gRPC method it describes); set call or drop {key}")
+    if load.call:
+        _check_call_data(load.call, load.data)
     if load.locustfile:
         _check_locustfile(load)
     if load.processes > 1 and load.driver != "locust":
         raise ValueError(f'processes = {load.processes}: several generator processes need driver = "locust"')
+
+
+def _check_call_data(call: str, data: str | None) -> None:
+    """A mix of methods (call = "A:3,B:1") takes data keyed by each method: checked here as Locust checks it at
+    start (loadgen._call_options.templates), so a key missing or extra fails when the experiment is read. Each
+    value alone was checked by loadgen's own parser already."""
+    try:
+        templates(parse_calls(call), loadgen.option("data").parse(data or ""))
+    except ValueError as e:
+        said = f"data = {data!r}" if data else "data (not set)"
+        raise ValueError(f"{said}: {e}") from None
 
 
 def _check_locustfile(load: UserLoad) -> None:

@@ -57,6 +57,28 @@ def test_any_grpc_method_with_a_template_is_counted_like_ours(tmp_path: Path) ->
     assert row.client_p95_s and not row.client_failures
 
 
+MIX_CALL = 'call = "xfer.v1.FileTransfer/Echo:3,xfer.v1.FileTransfer/Meta:1"\n'
+
+
+def test_a_weighted_mix_of_methods_passes_through(tmp_path: Path) -> None:
+    """call = "Echo:3,Meta:1" with data keyed by method (a file beside the experiment): both methods measured,
+    in the weights' shares, and every call the server counted."""
+    (tmp_path / "mix.json").write_text(
+        '{"xfer.v1.FileTransfer/Echo": {"payload": "{{bytes:64}}"},'
+        ' "xfer.v1.FileTransfer/Meta": {"entries": [{"key": "k{{seq}}", "value": "{{bytes:16}}"}]}}'
+    )
+    row = _sweep(tmp_path, _head("mix", f'rate = "200"\n{MIX_CALL}data = "@mix.json"\n') + GO)
+    assert row.ok, (row.error, row.stderr_tail)
+    assert row.client_methods is not None and set(row.client_methods) == {"Echo", "Meta"}, row.client_methods
+    assert row.client_requests and row.server_requests and not row.client_failures
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.1 * row.client_requests), row
+    # Each call is Echo with p = 3/4: Echo's share of the window's n calls is within five standard deviations of
+    # it, give or take a few calls at the window's edges (read a little apart from the rates).
+    echo, meta = (row.client_methods[m]["qps"] or 0.0 for m in ("Echo", "Meta"))
+    n, p = row.client_requests, 0.75
+    assert abs(echo / (echo + meta) - p) <= 5 * (p * (1 - p) / n) ** 0.5 + 10 / n, (echo, meta, n)
+
+
 def test_processes_spread_the_calls_over_workers_and_count_them_all(tmp_path: Path) -> None:
     load = 'rate = "200"\nprocesses = 2\ncall = "xfer.v1.FileTransfer/Echo"\n'
     row = _sweep(tmp_path, _head("dist", load, users=4) + GO)
@@ -146,6 +168,14 @@ def _parse(text: str, tmp_path: Path) -> xe.Experiment:
         ('locustfile = "nowhere.py"\n', "load.locustfile ="),
         (f'locustfile = "{LOCUSTFILE}"\nrate = "100"\n', "drop load.rate"),
         ('data = "{}"\n', "belongs to load.call"),
+        (MIX_CALL, "load.data (not set): --xfer-data (none): a mix of --xfer-call methods wants a JSON object keyed"),
+        (MIX_CALL + """data = '{"xfer.v1.FileTransfer/Echo": {}}'\n""", "no request for xfer.v1.FileTransfer/Meta"),
+        (
+            MIX_CALL + """data = '{"xfer.v1.FileTransfer/Echo": {}, "xfer.v1.FileTransfer/Meta": {}, "x.Y/Z": {}}'\n""",
+            'load.data = \'{"xfer.v1.FileTransfer/Echo": {}, "xfer.v1.FileTransfer/Meta": {}, "x.Y/Z": {}}\': '
+            "--xfer-data: key 'x.Y/Z' is not a method of the --xfer-call mix",
+        ),
+        ('call = "xfer.v1.FileTransfer/Echo:3,xfer.v1.FileTransfer/Meta:0"\n', "weight '0' of"),
     ],
 )
 def test_what_cannot_run_is_refused_when_read(tmp_path: Path, load: str, said: str) -> None:
