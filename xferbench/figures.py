@@ -64,27 +64,25 @@ def window(snaps: list[Snapshot], t_from: float, t_to: float, slack: float = 0.5
     return [s for s in snaps if t_from - slack <= s.t <= t_to + slack]
 
 
-def client_figures(win: list[Snapshot]) -> dict[str, Any]:
-    """Client QPS, bytes/s, P50/P95/P99 (from histograms), failures and generator CPU over the window."""
-    out: dict[str, Any] = dict.fromkeys(
-        (
-            "client_qps",
-            "client_bytes_per_s",
-            "client_upload_bytes_per_s",
-            "client_download_bytes_per_s",
-            "client_p50_s",
-            "client_p95_s",
-            "client_p99_s",
-            "client_requests",
-            "client_failures",
-            "client_failure_rate",
-            "gen_cpu_cores",
-            "client_users",
-        )
-    )
-    if len(win) < 2:
-        return out
-    a, b = win[0], win[-1]
+CLIENT_FIGURES = (
+    "client_qps",
+    "client_bytes_per_s",
+    "client_upload_bytes_per_s",
+    "client_download_bytes_per_s",
+    "client_p50_s",
+    "client_p95_s",
+    "client_p99_s",
+    "client_requests",
+    "client_failures",
+    "client_failure_rate",
+    "gen_cpu_cores",
+    "client_users",
+)
+
+
+def _client_counts(a: Snapshot, b: Snapshot) -> dict[str, Any]:
+    """Whole operations, failed ones, their rate and failure share between two client snapshots."""
+    out: dict[str, Any] = {}
     dt = b.t - a.t
     # loadgen exports a method's series from its first completed call: none yet at the window's start is 0
     # (a window from the load's first second, or 10 MiB transfers slower than the warm-up)
@@ -97,15 +95,11 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
     if req is not None and dt > 0:
         out["client_qps"] = req / dt
         out["client_failure_rate"] = (fail or 0.0) / req if req else 0.0
-    out["client_bytes_per_s"] = _rate(a, b, "xfer_client_transfer_bytes_total")
-    out["client_upload_bytes_per_s"] = _rate(
-        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "upload"
-    )
-    out["client_download_bytes_per_s"] = _rate(
-        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "download"
-    )
-    for q, key in ((0.5, "client_p50_s"), (0.95, "client_p95_s"), (0.99, "client_p99_s")):
-        out[key] = _hq(a, b, "xfer_client_request_duration_seconds", q, _op)
+    return out
+
+
+def _client_methods(a: Snapshot, b: Snapshot) -> dict[str, dict[str, float | None]]:
+    """Each method's (chunk records included) rate and percentiles, in the order the last snapshot holds them."""
     methods: dict[str, dict[str, float | None]] = {}
     for (n, ls), _v in b.samples.items():
         m = dict(ls).get("method")
@@ -120,46 +114,64 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
                 "p95_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.95, is_m),
                 "p99_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.99, is_m),
             }
-    out["client_methods"] = methods
+    return methods
+
+
+def client_figures(win: list[Snapshot]) -> dict[str, Any]:
+    """Client QPS, bytes/s, P50/P95/P99 (from histograms), failures and generator CPU over the window."""
+    out: dict[str, Any] = dict.fromkeys(CLIENT_FIGURES)
+    if len(win) < 2:
+        return out
+    a, b = win[0], win[-1]
+    out.update(_client_counts(a, b))
+    out["client_bytes_per_s"] = _rate(a, b, "xfer_client_transfer_bytes_total")
+    out["client_upload_bytes_per_s"] = _rate(
+        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "upload"
+    )
+    out["client_download_bytes_per_s"] = _rate(
+        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "download"
+    )
+    for q, key in ((0.5, "client_p50_s"), (0.95, "client_p95_s"), (0.99, "client_p99_s")):
+        out[key] = _hq(a, b, "xfer_client_request_duration_seconds", q, _op)
+    out["client_methods"] = _client_methods(a, b)
     out["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
     users = _series(win, "xfer_client_users")
     out["client_users"] = max(users) if users else None
     return out
 
 
-def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
-                   client_requests: float | None = None) -> dict[str, Any]:
-    """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
-    allocator figures over the window. Figures a server does not export stay None. The per-request figures
-    divide by the server's own count (xfer_requests_total), or by `client_requests` when it keeps none (a
-    command server exporting only the Go runtime's or process_* series)."""
-    keys = (
-        "server_qps",
-        "server_p95_s",
-        "server_p99_s",
-        "server_errors",
-        "server_cpu_cores",
-        "server_bytes_per_s",
-        "rss_peak_bytes",
-        "rss_mean_bytes",
-        "gc_pauses",
-        "gc_pause_total_s",
-        "gc_pause_p99_s",
-        "gc_cpu_share",
-        "heap_inuse_mean_bytes",
-        "alloc_allocated_bytes",
-        "alloc_resident_bytes",
-        "alloc_resident_peak_bytes",
-        "alloc_committed_bytes",
-        "server_requests",
-        "server_cpu_per_request_s",
-        "server_cpu_per_gib_s",
-        "gc_pause_per_request_s",
-    )
-    out: dict[str, Any] = dict.fromkeys(keys)
-    if len(win) < 2:
-        return out
-    a, b = win[0], win[-1]
+SERVER_FIGURES = (
+    "server_qps",
+    "server_p95_s",
+    "server_p99_s",
+    "server_errors",
+    "server_cpu_cores",
+    "server_bytes_per_s",
+    "rss_peak_bytes",
+    "rss_mean_bytes",
+    "gc_pauses",
+    "gc_pause_total_s",
+    "gc_pause_p99_s",
+    "gc_cpu_share",
+    "heap_inuse_mean_bytes",
+    "alloc_allocated_bytes",
+    "alloc_resident_bytes",
+    "alloc_resident_peak_bytes",
+    "alloc_committed_bytes",
+    "server_requests",
+    "server_cpu_per_request_s",
+    "server_cpu_per_gib_s",
+    "gc_pause_per_request_s",
+)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None) -> dict[str, Any]:
+    """Requests, errors, latency, bytes and CPU between two server snapshots (`cpu`: the seconds it used)."""
+    out: dict[str, Any] = {}
     dt = b.t - a.t
     out["server_qps"] = _rate(a, b, "xfer_requests_total")
     if b.sum("xfer_requests_total") is not None:
@@ -168,11 +180,17 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
         )
     out["server_p95_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.95)
     out["server_p99_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.99)
-    cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
     out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
     out["server_bytes_per_s"] = _rate(a, b, "xfer_transfer_bytes_total")
+    return out
+
+
+def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: float | None
+                 ) -> tuple[dict[str, Any], float | None]:
+    """CPU per request and per GiB moved, and the request count the per-request figures divide by."""
     # Cost per unit of work: what the server spent, whoever set the pace. It holds when the generator is
     # the bottleneck, and under a fixed offered load it is the figure that differs between configurations.
+    out: dict[str, Any] = {}
     req = counter_delta(a.sum("xfer_requests_total"), b.sum("xfer_requests_total"))
     moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
     out["server_requests"] = req
@@ -182,10 +200,13 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
         out["server_cpu_per_request_s"] = cpu / req
     if cpu is not None and moved:
         out["server_cpu_per_gib_s"] = cpu / (moved / (1 << 30))
-    rss_all = _series(whole or win, "process_resident_memory_bytes")
-    rss_win = _series(win, "process_resident_memory_bytes")
-    out["rss_peak_bytes"] = max(rss_all) if rss_all else None
-    out["rss_mean_bytes"] = sum(rss_win) / len(rss_win) if rss_win else None
+    return out, req
+
+
+def _go_gc(win: list[Snapshot], cpu: float | None, req: float | None) -> dict[str, Any]:
+    """Go GC pauses (count, total, P99), its share of the server's CPU and its pause per request."""
+    a, b = win[0], win[-1]
+    out: dict[str, Any] = dict.fromkeys(("gc_pauses", "gc_pause_total_s"))
     # Go GC: pauses from the summary's count/sum; P99 from the runtime/metrics pause histogram when exported.
     n = counter_delta(a.sum("go_gc_duration_seconds_count"), b.sum("go_gc_duration_seconds_count"))
     if n is not None:
@@ -207,17 +228,41 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
         out["gc_cpu_share"] = gc_cpu / cpu
     if out["gc_pause_total_s"] is not None and req:
         out["gc_pause_per_request_s"] = out["gc_pause_total_s"] / req
-    heap = _series(win, "go_memstats_heap_inuse_bytes")
-    out["heap_inuse_mean_bytes"] = sum(heap) / len(heap) if heap else None
-    alloc = _series(win, "xfer_allocator_allocated_bytes")
-    res = _series(win, "xfer_allocator_resident_bytes")
-    out["alloc_allocated_bytes"] = sum(alloc) / len(alloc) if alloc else None
-    out["alloc_resident_bytes"] = sum(res) / len(res) if res else None
-    res_all = _series(whole or win, "xfer_allocator_resident_bytes")
-    out["alloc_resident_peak_bytes"] = max(res_all) if res_all else None
-    # mimalloc measures neither of those, only what it committed (servers/c/README.md, "Statistics").
-    committed = _series(win, "xfer_allocator_committed_bytes")
-    out["alloc_committed_bytes"] = sum(committed) / len(committed) if committed else None
+    return out
+
+
+def _memory(win: list[Snapshot], whole: list[Snapshot]) -> dict[str, Any]:
+    """RSS (peak over the whole run, mean over the window), the Go heap and the allocator's own figures."""
+    rss_all = _series(whole, "process_resident_memory_bytes")
+    res_all = _series(whole, "xfer_allocator_resident_bytes")
+    return {
+        "rss_peak_bytes": max(rss_all) if rss_all else None,
+        "rss_mean_bytes": _mean(_series(win, "process_resident_memory_bytes")),
+        "heap_inuse_mean_bytes": _mean(_series(win, "go_memstats_heap_inuse_bytes")),
+        "alloc_allocated_bytes": _mean(_series(win, "xfer_allocator_allocated_bytes")),
+        "alloc_resident_bytes": _mean(_series(win, "xfer_allocator_resident_bytes")),
+        "alloc_resident_peak_bytes": max(res_all) if res_all else None,
+        # mimalloc measures neither of those, only what it committed (servers/c/README.md, "Statistics").
+        "alloc_committed_bytes": _mean(_series(win, "xfer_allocator_committed_bytes")),
+    }
+
+
+def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
+                   client_requests: float | None = None) -> dict[str, Any]:
+    """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
+    allocator figures over the window. Figures a server does not export stay None. The per-request figures
+    divide by the server's own count (xfer_requests_total), or by `client_requests` when it keeps none (a
+    command server exporting only the Go runtime's or process_* series)."""
+    out: dict[str, Any] = dict.fromkeys(SERVER_FIGURES)
+    if len(win) < 2:
+        return out
+    a, b = win[0], win[-1]
+    cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
+    out.update(_server_traffic(a, b, cpu))
+    cost, req = _server_cost(a, b, cpu, client_requests)
+    out.update(cost)
+    out.update(_memory(win, whole or win))
+    out.update(_go_gc(win, cpu, req))
     return out
 
 

@@ -214,9 +214,9 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown(s: Summary) -> str:
+def _md_intro(s: Summary) -> list[str]:
+    """The title, what the run can tell apart, and how it was run."""
     meta = s.meta
-    cols = short_columns(s)
     out = [f"# {meta.experiment or '?'}", ""]
     if meta.description:
         out += [meta.description, ""]
@@ -231,11 +231,15 @@ def markdown(s: Summary) -> str:
     ]
     if meta.interrupted:
         out += ["**Interrupted**: the sweep was stopped; the tables hold what was measured.", ""]
+    return out
 
+
+def _md_verdicts(s: Summary) -> list[str]:
+    """A soak's runs, or the verdict table of each configuration against the baseline."""
     if soak.is_soak(s):
-        out += soak_markdown(s)
+        out = soak_markdown(s)
     else:
-        out += [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
+        out = [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
     if s.verdicts:  # never in a soak
         out.append("| " + " | ".join(VERDICT_HEAD) + " |")
         out.append("|---|---|" + "---:|" * 2 + "---|" + "---:|" * 2)
@@ -248,8 +252,12 @@ def markdown(s: Summary) -> str:
     elif not soak.is_soak(s):
         out.append(NO_VERDICTS.capitalize() + ".")
     out.append("")
+    return out
 
-    out += [
+
+def _md_ranking(s: Summary) -> list[str]:
+    cols = short_columns(s)
+    out = [
         f"## {ranking_title(s)}",
         "",
         "Geometric means across repeats, [95% t-interval] where there are at least "
@@ -268,14 +276,21 @@ def markdown(s: Summary) -> str:
         row = [str(i), f"`{c.name}`", runs, vals[0], vs, *vals[1:]] + ([capacity_text(s, c)] if cap else [])
         out.append("| " + " | ".join(row) + " |")
     out.append("")
+    return out
+
+
+def _md_notes(s: Summary) -> list[str]:
     notes = []
     for c in s.cells:
         for e in c.errors:
             notes.append(f"- `{c.name}` failed {e}")
         for w in c.warnings:
             notes.append(f"- `{c.name}`: {w}")
-    if notes:
-        out += ["## Failures and warnings", "", *notes, ""]
+    return ["## Failures and warnings", "", *notes, ""] if notes else []
+
+
+def markdown(s: Summary) -> str:
+    out = _md_intro(s) + _md_verdicts(s) + _md_ranking(s) + _md_notes(s)
     out += containers.markdown(s)
     out += conns.markdown(s)
     out += cpu.markdown(s)
