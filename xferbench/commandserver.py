@@ -160,7 +160,7 @@ def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> Comm
     if alloc:
         try:
             server.ready["alloc"] = alloc
-            server.ready["alloc_lib"] = mapped_allocator(server.proc.pid, alloc)
+            server.ready["alloc_lib"] = mapped_allocator(server.pid, alloc)
         except ServerStartError as e:
             server.stop()
             raise ServerStartError(str(e), list(server.tail)) from None

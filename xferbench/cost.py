@@ -228,7 +228,7 @@ def _newest_dump(out_dir: Path, before: set[Path]) -> Path:
 @contextmanager
 def counted(server: Server, out_dir: Path) -> Iterator[Callable[[], tuple[int, dict[tuple[str, str], int], float]]]:
     """Counters zeroed on entry and dumped on exit; the callable then gives (instructions, per function, seconds)."""
-    pid = server.proc.pid
+    pid = server.pid
     before = set(out_dir.glob("callgrind.out.*"))
     _control(pid, "--zero")
     t0 = time.monotonic()

@@ -173,7 +173,8 @@ def parse_ready_line(line: str, name: str) -> dict[str, str] | None:
 
 
 class Server:
-    """A running server: its ready-line fields, a stderr tail kept by a drain thread, and a log file.
+    """A running server: its ready-line fields, a stderr tail kept by a drain thread, and a log file. It is
+    the runner's server handle (xferbench/run/handle.py) for a host process.
 
     The one implementation of "start a server, wait for its ready line, stop it": the runner uses it, and so
     does every test suite (through tests/support/servers.py). `tail_lines=None` keeps every stderr line.
@@ -297,8 +298,29 @@ class Server:
             raise KeyError(f"{self.name}'s ready line has no {key}= address: {self.ready_line!r}")
         return self.ready[key]
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def wait(self, timeout_s: float) -> bool:
+        """Waits up to timeout_s for the server to exit; whether it has."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def sample(self) -> None:
+        """A host process has no figures of its own to take here: the runner reads its /proc (procfs)."""
+
+    def row_figures(self) -> dict[str, Any]:
+        return {}
+
+    def exit_text(self) -> str:
+        return f"exited with status {self.proc.returncode}"
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Stops the server (its whole process group) and returns its exit status. A second call only

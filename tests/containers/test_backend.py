@@ -92,7 +92,7 @@ def _started(client: docker.DockerClient, image: str, cpus: float, env: dict[str
     cell = _exp(image, {"cpus": cpus}, {"rate": "1"}, env).cells[0]
     server = ContainerServer(client, cell, cpus=pin)
     try:
-        return int(server.ready["gomaxprocs"]), _cpu_limit(server.proc.pid), os.sched_getaffinity(server.proc.pid)
+        return int(server.ready["gomaxprocs"]), _cpu_limit(server.pid), os.sched_getaffinity(server.pid)
     finally:
         server.stop()
 

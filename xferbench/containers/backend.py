@@ -1,17 +1,18 @@
 """The runner's container backend: one cell's server in a container, started and stopped like a process.
 
-`ContainerServer` has the shape of `xferbench.process.Server` that the runner uses (`name`, `ready`, `tail`,
-`addr()`, `alive()`, `stop()`, and a `proc` with `pid`, `poll()`, `wait()`, `returncode`), so the runner's
-start/measure/stop steps are the same for both backends:
+`ContainerServer` is the runner's server handle (xferbench/run/handle.py) for a container, as
+`xferbench.process.Server` is for a host process, so the runner's start/measure/stop steps are the same for
+both backends:
 
 - the server listens on 0.0.0.0 inside the container on its image's ports (deploy/docker/*.Dockerfile), each
   published to a free 127.0.0.1 port; its ready line is read from the container's log stream and its
   addresses rewritten to the published ones, so Locust and the scraper connect as to a host process;
 - [servers.limits] become cgroup limits (nano_cpus, mem_limit with no swap beyond it) and the experiment's
   server pinning a cpuset; every container gets `base.ulimits()`;
-- the log stream ends when the container exits: that is `proc.wait()`; then the engine says whether the
-  kernel OOM-killed it (`exit_reason()`);
-- the container's own figures (`cgroup.figures`) are read before it is stopped; stopping removes it;
+- the log stream ends when the container exits: that is `wait()`; then the engine says whether the
+  kernel OOM-killed it (`exit_text()`);
+- the container's own figures (`cgroup.figures`) are read at each `sample()` and before it is stopped;
+  stopping removes it;
 - every live container is in a registry that `kill_all()` (atexit, the runner's Ctrl-C/SIGTERM path) removes.
 """
 
@@ -21,7 +22,6 @@ import atexit
 import collections
 import contextlib
 import os
-import subprocess
 import threading
 import time
 import uuid
@@ -51,11 +51,11 @@ WRAPPER = (
     "trap 'kill -TERM $pid' TERM; trap 'kill -INT $pid' INT\n"
     "wait $pid; code=$?\n"
     # wait returns early (status > 128) when a trapped signal arrives: wait again for the server's own exit
-    'while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n'
+    "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
     "for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
     '  [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && echo "' + OOM_MARK + ' oom_kill=$v" >&2; done < "$f"\n'
     "done\n"
-    'exit $code\n'
+    "exit $code\n"
 )
 STOP_GRACE_S = 10
 
@@ -113,29 +113,18 @@ def limit_kwargs(limits: Limits, cpus: tuple[int, ...]) -> dict[str, Any]:
     return kw
 
 
-class _ContainerProc:
-    """What the runner asks of a server's process, answered for a container: its init process's host pid,
-    and its exit, which is the end of the log stream."""
-
-    def __init__(self, pid: int, exited: threading.Event) -> None:
-        self.pid = pid
-        self._exited = exited
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        return self.returncode if self._exited.is_set() else None
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        if not self._exited.wait(timeout):
-            raise subprocess.TimeoutExpired("container", timeout or 0)
-        return self.returncode
-
-
 class ContainerServer:
     """One cell's server in a container, up once its ready line is read from the container's log."""
 
-    def __init__(self, client: docker.DockerClient, cell: Cell, log_path: Path | None = None,
-                 cpus: tuple[int, ...] = (), ready_timeout_s: float = READY_TIMEOUT_S, run_label: str = "") -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        cell: Cell,
+        log_path: Path | None = None,
+        cpus: tuple[int, ...] = (),
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        run_label: str = "",
+    ) -> None:
         self.name = cell.server
         self._ready_word = servers.get(cell.server).ready_word
         self.image = image_for(cell)
@@ -146,6 +135,8 @@ class ContainerServer:
         self.figures: dict[str, Any] = {}
         self.oom_killed = False
         self.oom_kills: int | None = None  # the cgroup's count, printed by the wrapper as the container ends
+        self.returncode: int | None = None  # set once the container has exited
+        self._pid = 0  # the wrapper's host pid once started, then the server's under it
         self._client = client
         self._stopped = False
         self._exited = threading.Event()
@@ -166,17 +157,26 @@ class ContainerServer:
             raise ServerStartError(f"image {self.image} not found: build it with `xferbench images build`", []) from None
         # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
         published: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in ports(cell.server).values()}
-        labels = {LABEL: "runner", RUNNER_PID_LABEL: str(os.getpid()), "io.xferbench.cell": cell.name,
-                  "io.xferbench.run": run_label}
+        labels = {
+            LABEL: "runner",
+            RUNNER_PID_LABEL: str(os.getpid()),
+            "io.xferbench.cell": cell.name,
+            "io.xferbench.run": run_label,
+        }
         entry = self._client.images.get(self.image).attrs["Config"].get("Entrypoint") or []
         if len(entry) != 1:
             self._close_log()
             raise ServerStartError(f"image {self.image}: its entrypoint must be the server binary alone, not {entry}", [])
         try:
             container = self._client.containers.create(
-                self.image, [entry[0], *container_argv(cell)], entrypoint=["/bin/sh", "-c", WRAPPER],
+                self.image,
+                [entry[0], *container_argv(cell)],
+                entrypoint=["/bin/sh", "-c", WRAPPER],
                 name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
-                environment=container_env(cell), ports=published, labels=labels, detach=True,
+                environment=container_env(cell),
+                ports=published,
+                labels=labels,
+                detach=True,
                 **limit_kwargs(cell.limits, cpus),
             )
         except docker.errors.APIError as e:
@@ -192,18 +192,18 @@ class ContainerServer:
         except docker.errors.APIError as e:
             raise ServerStartError(f"the engine could not start {self.name}'s container: {_explain(e)}", []) from None
         self.container.reload()
-        self.proc = _ContainerProc(int(self.container.attrs["State"]["Pid"]), self._exited)
-        self._wrapper_pid = self.proc.pid
+        wrapper_pid = self._pid = int(self.container.attrs["State"]["Pid"])
         threading.Thread(target=self._drain, name=f"{self.name}-log", daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while not self._ready_seen.wait(0.05):
             if self._exited.is_set():
-                raise ServerStartError(f"{self.name} {self.exit_reason()} before it was ready", list(self.tail))
+                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready", list(self.tail))
             if time.monotonic() > deadline:
-                raise ServerStartError(f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail),
-                                       timed_out=True)
+                raise ServerStartError(
+                    f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail), timed_out=True
+                )
         self.ready = self._published(self.ready)
-        self.proc.pid = _child(self._wrapper_pid) or self.proc.pid  # the server itself, under the wrapper
+        self._pid = _child(wrapper_pid) or wrapper_pid  # the server itself, under the wrapper
 
     def _published(self, inside: dict[str, str]) -> dict[str, str]:
         """The ready line's addresses, each replaced by the 127.0.0.1 port it is published on."""
@@ -249,19 +249,26 @@ class ContainerServer:
         """Waits (bounded) for the container to be not running, then records its status and OOM kill."""
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
             result = self.container.wait(timeout=STOP_GRACE_S)
-            self.proc.returncode = int(result.get("StatusCode", -1))
+            self.returncode = int(result.get("StatusCode", -1))
             self.container.reload()
             state = self.container.attrs["State"]
             self.oom_killed = self.oom_killed or bool(state.get("OOMKilled"))
-        if self.proc.returncode is None:
-            self.proc.returncode = -1
+        if self.returncode is None:
+            self.returncode = -1
         self._exited.set()
 
-    def exit_reason(self) -> str:
-        code = self.proc.returncode if hasattr(self, "proc") else None
+    def exit_text(self) -> str:
         if self.oom_killed:
             return f"was OOM-killed (memory limit {_mib(self.limits.memory)})"
-        return f"exited with status {code}"
+        return f"exited with status {self.returncode}"
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def wait(self, timeout_s: float) -> bool:
+        """Waits up to timeout_s for the container to exit (its log stream to end); whether it has."""
+        return self._exited.wait(timeout_s)
 
     def addr(self, key: str) -> str:
         if key not in self.ready:
@@ -271,20 +278,27 @@ class ContainerServer:
     def alive(self) -> bool:
         return not self._exited.is_set()
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> None:
         """The container's cgroup figures now (kept: the last reading before it exits is what a failed run
         reports)."""
         if self.alive():
-            now = cgroup.figures(self.proc.pid)
+            now = cgroup.figures(self._pid)
             if now:
                 self.figures = now
-        return self.figures
+
+    def row_figures(self) -> dict[str, Any]:
+        """The cgroup figures and whether the kernel OOM-killed it; the OOM-kill count as the container ended
+        (the wrapper's), after any last reading."""
+        out = {**self.figures, "ctr_oom_killed": self.oom_killed}
+        if self.oom_kills is not None:
+            out["ctr_oom_kills"] = self.oom_kills
+        return out
 
     def stop(self, sig: int = 15) -> int:
         """Reads the container's figures, stops it (SIGTERM, then SIGKILL after the grace period) and removes
         it. Returns the exit status; a second call only returns it."""
         if self._stopped:
-            return self.proc.returncode if self.proc.returncode is not None else -1
+            return self.returncode if self.returncode is not None else -1
         self._stopped = True
         self.sample()
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
@@ -292,7 +306,7 @@ class ContainerServer:
                 self.container.kill(signal=sig) if sig != 15 else self.container.stop(timeout=STOP_GRACE_S)
         self._exited.wait(STOP_GRACE_S + 5)
         self._remove()
-        return self.proc.returncode if self.proc.returncode is not None else -1
+        return self.returncode if self.returncode is not None else -1
 
     def _remove(self) -> None:
         _remove(self.container)
@@ -305,8 +319,7 @@ class ContainerServer:
 
     def describe(self) -> dict[str, Any]:
         """What the row records about the container: image, id and limits."""
-        return {"image": self.image, "id": str(self.container.id)[:12], "name": self.container.name,
-                **self.limits.to_json()}
+        return {"image": self.image, "id": str(self.container.id)[:12], "name": self.container.name, **self.limits.to_json()}
 
 
 def _child(pid: int) -> int | None:

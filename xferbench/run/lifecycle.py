@@ -1,0 +1,209 @@
+"""One run (`run_one`) in four steps on one `RunRow`: start (the server on free ports, up at its ready line;
+the [network] proxy; the metrics source on it), measure (one load phase, phase.py, or the steps of a
+capacity search), collect (the soak's counts, the warnings), and stop. A run that fails gets a failed row
+with the stderr tail; Ctrl-C (or SIGTERM) is raised on."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xferbench import capacity, figures, servers, soak
+from xferbench.experiment import Cell, Experiment
+from xferbench.matrix import Run
+from xferbench.process import ServerStartError
+from xferbench.progress_protocol import NullProgress
+from xferbench.row import RunRow
+from xferbench.run.live import CellFailed, Live, affinity, new_row
+from xferbench.run.phase import load_phase
+from xferbench.run.serverstart import network_proxy, start_server
+from xferbench.sources import MetricsSource, ScrapeSource
+
+if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
+    import docker
+
+UNDERSERVED = capacity.ACHIEVED_MIN  # an open loop served below 95% of its rate did not get the load it asked for
+
+
+def run_one(
+    exp: Experiment,
+    run: Run,
+    run_dir: Path,
+    source: MetricsSource,
+    progress: NullProgress,
+    barrier: threading.Barrier | None = None,
+    engine: docker.DockerClient | None = None,
+) -> RunRow:
+    """One cell, one repeat: start, measure, collect, and stop whatever was started. A failure anywhere makes
+    a failed row, never an exception. `barrier`: a duet partner's load starts when this one's does.
+    `engine`: the container engine of backend = "docker" (container_engine())."""
+    live = Live(exp, run, run_dir, new_row(exp, run, source), source, progress, barrier, engine)
+    try:
+        start(live)
+        measure(live)
+        collect(live)
+    except Exception as e:
+        if barrier is not None:
+            barrier.abort()  # the duet partner must not wait for a load that will never start
+        if (ctrl_c := _interruption(e)) is not None:
+            raise ctrl_c from None  # a cleanup step failed while Ctrl-C unwound: still an interruption
+        if isinstance(e, CellFailed):
+            live.row.fail(str(e), e.tail)
+        else:
+            live.row.fail(f"{type(e).__name__}: {e}", list(live.server.tail) if live.server is not None else [])
+    finally:
+        stop(live)
+    return live.row
+
+
+def _interruption(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (or SIGTERM) that an exception raised during its unwinding replaced, if any."""
+    seen: BaseException | None = e.__context__
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__context__
+    return None
+
+
+def start(live: Live) -> None:
+    """The server (up once its ready line is read), the [network] proxy in front of it, the metrics
+    source(s) on it, and in a soak the idle server's counts."""
+    exp, cell, row = live.exp, live.run.cell, live.row
+    live.progress.phase(live.run, "starting server" + (" container" if exp.backend == "docker" else ""))
+    try:
+        live.server = start_server(live)
+    except ServerStartError as e:
+        raise CellFailed(str(e), e.tail) from None
+    server = live.server
+    row.ready = server.ready
+    row.pids = {"server": server.pid}
+    row.cpus = {"server": affinity(server.pid)}
+    if exp.network is not None:
+        live.proxy, live.client_addr = network_proxy(exp, cell, server, live.log("toxiproxy"))
+        row.network = {**exp.network.to_json(), "proxy": live.client_addr}
+        row.pids["toxiproxy"] = live.proxy.proc.pid
+    if cell.command is not None and cell.command.metrics is None:
+        live.source = ScrapeSource()  # never begun: no server series, only the /proc figures
+        return
+    try:
+        metrics_addr = server.addr(servers.get(cell.server).metrics_key)
+    except KeyError as e:
+        raise CellFailed(str(e.args[0]), list(server.tail)) from None
+    live.source.begin(metrics_addr, {"xferbench_cell": cell.name, "server": cell.server})
+    live.begun = True
+    if live.source.name != "scrape":
+        live.shadow = ScrapeSource()
+        live.shadow.begin(metrics_addr, {})
+    if exp.soak is not None and cell.load.mode != "capacity":
+        live.watch = soak.Watch(server.pid, f"http://{metrics_addr}/metrics", exp.soak)
+        live.watch.before()  # the idle server, before any client connects
+
+
+def measure(live: Live) -> None:
+    """The load: one phase, or the steps of a capacity search."""
+    load = live.run.cell.load
+    if load.mode == "capacity":
+        _capacity(live)
+    else:
+        live.row.set_figures(load_phase(live, load, live.stem))
+
+
+def collect(live: Live) -> None:
+    """After the load, the server still up: the soak's counts and verdict, then the row's warnings."""
+    if live.watch is not None:
+        live.row.set_figures(live.watch.after())
+        live.row.soak_verdict, live.row.soak_flags = soak.verdict(live.row, live.watch.goal)
+    live.row.warnings += warnings(live.row, live.run.cell)
+
+
+def stop(live: Live) -> None:
+    """Stops what start() started: the proxy, then the server (the row learns how it exited, and a
+    container's own figures, also when the run failed: that is when they matter most), then releases the
+    metrics source (with PromQL: removes the server's target)."""
+    if live.proxy is not None:
+        live.proxy.stop()
+    if live.server is not None:
+        code = live.server.stop()
+        if live.row.ok and code not in (0, None):
+            live.row.warnings.append(f"{live.run.cell.server} exited with status {code} on SIGTERM")
+        live.row.set_figures(live.server.row_figures())
+    if live.begun:
+        with contextlib.suppress(Exception):
+            live.source.end()
+
+
+def _capacity(live: Live) -> None:
+    """Capacity mode: one load phase per step of the search, on the one server; the row carries the
+    capacity, every step, and the figures of the best passing step (its cost per request at capacity)."""
+    load = live.run.cell.load
+    row = live.row
+    k = 0
+
+    def measure_step(rate: float) -> capacity.Step:
+        nonlocal k
+        k += 1
+        fig = load_phase(live, load.at_rate(rate), f"{live.stem}.step{k}", search_step=True)
+        return capacity.Step(
+            rate,
+            fig.get("client_qps"),
+            fig.get("client_p99_s"),
+            fig.get("client_failure_rate"),
+            fig.get("gen_cpu_cores"),
+            fig.get("gen_cpus_idle_cores"),
+            figures=fig,
+        )
+
+    res = capacity.search(
+        measure_step, load.rate_per_second or 0.0, load.slo_p99 or 0.0, load.slo_failures, figures.GEN_SATURATED_CORES
+    )
+    row.capacity_status = res.status
+    row.capacity_steps = [s.to_json() for s in res.steps]
+    best = res.best
+    if best is not None:
+        row.set_figures(best.figures)  # its timeseries too
+    row.capacity_rps = res.capacity_rps
+    if res.status == capacity.GENERATOR_BOUND:
+        row.warnings.append(
+            f"capacity search stopped: the load generator saturated at {res.steps[-1].rate:.0f} req/s before the "
+            "server; the capacity is a lower bound"
+        )
+    elif res.status != capacity.FOUND:
+        row.warnings.append(f"capacity search: {res.status}")
+
+
+def warnings(row: RunRow, cell: Cell) -> list[str]:
+    """What the reader of a finished run must know before trusting its figures."""
+    w = []
+    gen, idle = row.gen_cpu_cores, row.gen_cpus_idle_cores
+    if gen is not None and cell.load.processes > 1:  # Locust distributed: the mean of its worker processes
+        gen /= cell.load.processes
+    if figures.generator_saturated(gen, idle):
+        if gen is not None and gen > figures.GEN_SATURATED_CORES:
+            each = " per Locust process" if cell.load.processes > 1 else ""
+            why = f"{gen:.2f} cores{each} (> {figures.GEN_SATURATED_CORES:g} cores)"
+        else:
+            why = (
+                f"its CPUs {idle or 0:.2f} cores idle (< {figures.GEN_IDLE_MIN_CORES:g}), "
+                f"{row.gen_cpus_steal_cores or 0:.2f} stolen, {row.gen_cpu_cores or 0:.2f} cores its own"
+            )
+        w.append(f"load generator saturated: {why}; the figures may describe the generator rather than the server")
+    if row.client_failures:
+        w.append(f"{int(row.client_failures)} failed requests")
+    if cell.load.mode == "open" and row.client_qps is not None:
+        offered = cell.load.rate_per_second or 0.0
+        if row.client_qps < UNDERSERVED * offered:
+            w.append(
+                f"offered {offered:g} req/s but {row.client_qps:.1f} were served: the server or the generator fell "
+                "behind, so latencies include queueing; lower load.rate"
+            )
+    want = cell.flags.get("alloc")
+    if want:
+        got = (row.build_info or {}).get("allocator") or (row.ready or {}).get("alloc")
+        if got and got != want:
+            w.append(f"asked for allocator {want}, the server reports {got}")
+    if row.server_qps is None:
+        w.append("no server request metrics in the window")
+    return w

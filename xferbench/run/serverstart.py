@@ -1,0 +1,106 @@
+"""Starting a run's server, of whichever kind the cell asks for (a registry server or a command as a host
+process, or a server in a container), the [network] proxy in front of it, and killing everything started."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xferbench import commandserver, servers
+from xferbench.experiment import Cell, Experiment
+from xferbench.process import Server, ServerStartError, kill_all
+from xferbench.run.handle import ServerHandle
+from xferbench.run.live import CellFailed, Live
+from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
+
+if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
+    import docker
+
+
+def container_engine(exp: Experiment) -> docker.DockerClient | None:
+    """backend = "docker": a client of the engine (started when needed), after removing the containers of
+    runners that died without cleaning up. Raises containers.engine.EngineError saying why there is none."""
+    if exp.backend != "docker":
+        return None
+    from xferbench.containers import backend, engine
+
+    client = engine.ensure()
+    backend.remove_orphans(client)
+    _ensure_default_images(exp, client)
+    return client
+
+
+def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None:
+    """Build (once; later only when their inputs change) the `xferbench images build` images of the cells
+    that use a server's default image; an image named by `image =` or $XFERBENCH_IMAGE_* is the user's."""
+    from xferbench.containers import backend, images
+
+    def say(b: images.Built) -> None:
+        if b.built:
+            print(f"xferbench: built {b.tag} ({b.seconds:.0f} s)", file=sys.stderr, flush=True)
+
+    names = sorted(
+        {
+            image.name
+            for c in exp.cells
+            if (image := servers.get(c.server).image) and backend.image_for(c) == images.tag(image.name)
+        }
+    )
+    if names:
+        images.ensure(client, names, on_build=say)
+
+
+def kill_everything() -> None:
+    """Every child process and every container this runner started (Ctrl-C in a duet, SIGTERM)."""
+    kill_all()
+    if "xferbench.containers.backend" in sys.modules:
+        from xferbench.containers import backend
+
+        backend.kill_all()
+
+
+def start_server(live: Live) -> ServerHandle:
+    """The cell's server, up at its ready line (or a command's ready condition). Raises ServerStartError."""
+    exp, cell = live.exp, live.run.cell
+    if cell.command is not None:
+        return commandserver.start(cell, live.log("server"), exp.pinning.server or None)
+    if exp.backend != "docker":
+        return Server(
+            cell.server,
+            cell.server_argv(),
+            cell.server_env(),
+            log_path=live.log("server"),
+            cpus=exp.pinning.server or None,
+            ready_word=servers.get(cell.server).ready_word,
+        )
+    from xferbench.containers.backend import ContainerServer
+
+    if live.engine is None:
+        live.engine = container_engine(exp)
+    assert live.engine is not None
+    server = ContainerServer(
+        live.engine, cell, log_path=live.log("server"), cpus=exp.pinning.server, run_label=live.run_dir.name
+    )
+    live.row.container = server.describe()
+    return server
+
+
+def network_proxy(exp: Experiment, cell: Cell, server: ServerHandle, log_path: Path) -> tuple[Toxiproxy, str]:
+    """[network]: a toxiproxy-server in front of the cell's transport listener, carrying the experiment's
+    toxics; returns it and the address Locust connects to instead. It runs on the load generator's CPUs: it
+    is the client's side of the wire and must not take the server's CPU time."""
+    try:
+        proxy = Toxiproxy(log_path=log_path, cpus=exp.pinning.generator or None)
+    except ServerStartError as e:
+        raise CellFailed(str(e), e.tail) from None
+    try:
+        listen = proxy.create_proxy(cell.transport, server.addr(cell.transport))
+        assert exp.network is not None
+        for toxic in network_toxics(exp.network):
+            proxy.add_toxic(cell.transport, toxic)
+    except (ToxiproxyError, KeyError) as e:
+        tail = proxy.tail()
+        proxy.stop()
+        raise CellFailed(f"toxiproxy: {e}", tail) from None
+    return proxy, listen
