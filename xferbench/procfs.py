@@ -87,19 +87,36 @@ class Sample:
     fds: int | None
 
 
-def sample(pid: int) -> Sample | None:
-    """/proc/PID/stat, status and fd now; None once the process is gone."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name, from the state on (field 3 of proc(5) is [0]); None once
+    the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
     except OSError:
         return None
     fields = stat[stat.rfind(")") + 2:].split()  # the name may hold spaces and parentheses: skip past it
-    if len(fields) < 22:
+    return fields if len(fields) >= 22 else None
+
+
+def _cpu_s(fields: list[str]) -> float:
+    """utime + stime (proc(5) fields 14 and 15), every thread, in seconds."""
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far; None once it is gone."""
+    fields = _stat(pid)
+    return _cpu_s(fields) if fields is not None else None
+
+
+def sample(pid: int) -> Sample | None:
+    """/proc/PID/stat, status and fd now; None once the process is gone."""
+    fields = _stat(pid)
+    if fields is None:
         return None
     st = status(pid)
-    tick = os.sysconf("SC_CLK_TCK")
-    return Sample(time.time(), (int(fields[11]) + int(fields[12])) / tick, rss_bytes(st), int(fields[17]),
+    return Sample(time.time(), _cpu_s(fields), rss_bytes(st), int(fields[17]),
                   _switches(pid), int(fields[7]) + int(fields[9]), open_fds(pid))
 
 

@@ -31,6 +31,27 @@ def test_a_process_that_has_exited_gives_none() -> None:
     assert procfs.status(p.pid) == {}
     assert procfs.rss_bytes({}) is None and procfs.threads({}) is None
     assert procfs.open_fds(p.pid) is None
+    assert procfs.cpu_seconds(p.pid) is None and procfs.sample(p.pid) is None
+
+
+def test_cpu_seconds_of_a_busy_child_is_its_sample_s_and_grows() -> None:
+    """A child that spins: the CPU time read alone is what a sample reads, and it grows as the child runs
+    (half a second of spinning at the least: this reads it, and does not wait for it)."""
+    p = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                          "while time.process_time() - t < 30: pass"])
+    try:
+        first = procfs.cpu_seconds(p.pid)
+        assert first is not None
+        deadline = time.monotonic() + 20
+        while (now := procfs.cpu_seconds(p.pid)) is not None and now < first + 0.5 and time.monotonic() < deadline:
+            time.sleep(0.02)  # a poll of the child's reading, not a wait for it
+        assert now is not None and now >= first + 0.5, f"{first} -> {now}"
+        s = procfs.sample(p.pid)
+        again = procfs.cpu_seconds(p.pid)
+        assert s is not None and again is not None and now <= s.cpu_s <= again
+    finally:
+        p.kill()
+        p.wait()
 
 
 # Lines as this machine's /proc/net/tcp and /proc/net/tcp6 print them (a listener, a TIME_WAIT socket each).

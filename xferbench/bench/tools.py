@@ -39,10 +39,11 @@ def missing() -> list[str]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a server so far; a server gone mid-figure is the figure's error."""
+    cpu = procfs.cpu_seconds(pid)
+    if cpu is None:
+        raise BenchError(f"process {pid} is gone: no CPU time to read")
+    return cpu
 
 
 def start(name: str, *args: str) -> process.Server:
