@@ -28,7 +28,7 @@ from xferbench import experiment as xe
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ("Upload", "Download", "Echo")  # whole operations; UploadChunk and DownloadChunk are records inside them
-CLIENT_SCRAPE_TIMEOUT_S = 0.8  # xferbench/runner.py _sample: scrape(gen.metrics_url, timeout=0.8)
+CLIENT_SCRAPE_TIMEOUT_S = 0.8  # xferbench/run/phase.py _sample: scrape(gen.metrics_url, timeout=0.8)
 
 # A reduced quick.toml: one duet (xferd-go pool=on beside xferd-c glibc), the same load, three rounds (the
 # fewest that give a noise floor and verdicts). With --quick: 1 s warm-up, 3 s measured, about 7 s a round.
