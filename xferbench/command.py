@@ -7,6 +7,7 @@
     ready = { port = "{port}" }      # or { log = "regex" } or { http = "http://127.0.0.1:{metrics_port}/healthz" };
                                      # timeout = "30s" beside it bounds the wait
     metrics = "http://127.0.0.1:{metrics_port}/metrics"   # optional: scraped like ours
+    pprof = "http://127.0.0.1:{metrics_port}/debug/pprof" # optional: with profile = true, sampled there, not by perf
     alloc = ["glibc", "jemalloc"]    # LD_PRELOAD of Debian's library; a dynamically linked, non-Go program only
     gogc = [100, 400]                # gogc, gomemlimit, gomaxprocs, godebug: GOGC, ...; a Go program only
     [servers.env]
@@ -15,6 +16,11 @@ Every `{port}` and `{<name>_port}` placeholder gets a free loopback port at each
 load's target. What can be refused is refused here, while the experiment is read: the program is inspected
 (an ELF's PT_INTERP says dynamic, its `.go.buildinfo` section says Go), never started. Starting it, its
 readiness and the preload check are xferbench/commandserver.py's. Containers are not supported yet.
+
+The profiler `profile = true` samples it with is chosen here too, once per cell, and recorded in its config:
+pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
+pointers (Go keeps them; perf's DWARF unwinding stops at a Go program's first frame) and anything else by
+DWARF (what Debian's libraries need, xferbench/profile/perf.py).
 """
 
 from __future__ import annotations
@@ -32,13 +38,15 @@ from py_client.durations import parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = re.compile(r"\{((?:[a-z][a-z0-9]*_)*port)\}")
-KEYS = ("command", "ready", "metrics", "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
+KEYS = ("command", "ready", "metrics", "pprof", "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
 GO_ENV = {"gogc": "GOGC", "gomemlimit": "GOMEMLIMIT", "gomaxprocs": "GOMAXPROCS", "godebug": "GODEBUG"}
 READY_TIMEOUT_S = 30.0
 # Debian's shared libraries (the ones xferd-c's --alloc preloads, servers/c/src/allocdet.h); glibc: none.
 LIB_DIR = Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
 ALLOC_LIBS = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4", "mimalloc": "libmimalloc.so.2"}
 ReadyKind = Literal["port", "log", "http"]
+ProfilerKind = Literal["perf", "pprof"]
+Unwind = Literal["fp", "dwarf"]
 
 
 class CommandError(ValueError):
@@ -53,11 +61,27 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class Profiler:
+    """How `profile = true` samples the server: perf on its PID (unwinding by frame pointers or DWARF), or
+    GET <pprof>/profile (placeholders unfilled); `why` says what decided it."""
+
+    kind: ProfilerKind
+    unwind: Unwind | None = None  # perf only
+    pprof: str | None = None  # pprof only: http://HOST:PORT/PATH, e.g. .../debug/pprof
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **({"unwind": self.unwind} if self.unwind else {}),
+                **({"pprof": self.pprof} if self.pprof else {}), "why": self.why}
+
+
+@dataclass(frozen=True)
 class Command:
     argv: tuple[str, ...]  # argv[0] an absolute path
     ready: Ready
     metrics: str | None  # http://HOST:PORT/metrics, placeholders unfilled; None: no server series
     ports: tuple[str, ...]  # the placeholders' names, e.g. ("port", "metrics_port")
+    profiler: Profiler = Profiler("perf", "dwarf", why="a native program")
 
     def fill(self, text: str, ports: Mapping[str, int]) -> str:
         return PLACEHOLDER.sub(lambda m: str(ports[m.group(1)]), text)
@@ -67,6 +91,7 @@ class Command:
             "argv": list(self.argv),
             "ready": {self.ready.kind: self.ready.value, "timeout_s": self.ready.timeout_s},
             "metrics": self.metrics,
+            "profiler": self.profiler.to_json(),
         }
 
 
@@ -117,12 +142,38 @@ def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
             f"{where}.metrics = {metrics!r}: expected http://HOST:PORT/metrics (the runner scrapes "
             'that path), e.g. "http://127.0.0.1:{metrics_port}/metrics"'
         )
-    texts = [*argv, ready.value if ready.kind != "log" else "", metrics or ""]
+    pprof = _pprof(g.get("pprof"), where)
+    texts = [*argv, ready.value if ready.kind != "log" else "", metrics or "", pprof or ""]
     texts += [str(v) for v in _values(g.get("env", {}))]
     names = sorted({m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}, key=lambda n: (n != "port", n))
     flags = {k: g[k] for k in ("alloc", *GO_ENV) if k in g}
     _check_program(Path(argv[0]), flags, where)
-    return Command(argv, ready, metrics, tuple(names)), flags
+    return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof)), flags
+
+
+def _pprof(v: Any, where: str) -> str | None:
+    if v is None:
+        return None
+    if not (isinstance(v, str) and re.fullmatch(r"http://[^/\s]+(/\S*)?", v)):
+        raise CommandError(
+            f"{where}.pprof = {v!r}: expected the http:// address its pprof handlers are under (the runner "
+            'GETs <pprof>/profile?seconds=N), e.g. "http://127.0.0.1:{metrics_port}/debug/pprof"'
+        )
+    return v.rstrip("/")
+
+
+def _profiler(exe: Path, pprof: str | None) -> Profiler:
+    """The profiler `profile = true` would use: chosen here, once, from the program itself."""
+    if pprof is not None:
+        return Profiler("pprof", pprof=pprof, why="its pprof address")
+    try:
+        info = elf_info(exe)
+        what = "a native program" if info is not None else "not an ELF program (a script: its interpreter)"
+    except (OSError, IndexError, struct.error):
+        info, what = None, "a program not readable now"  # its start will say why; DWARF suits whatever runs
+    if info is not None and info[1]:
+        return Profiler("perf", "fp", why="a Go program without a pprof address: perf, unwound by frame pointers")
+    return Profiler("perf", "dwarf", why=f"{what}: perf, unwound by DWARF")
 
 
 def _values(env: Any) -> list[Any]:

@@ -233,7 +233,7 @@ COMMAND = ServerSpec(
         "godebug": godebug,
     },
     ready_word="",
-    profiler=None,
+    profiler=None,  # not one per kind: each cell's command chooses perf or pprof (command.Profiler)
     image=None,
 )
 

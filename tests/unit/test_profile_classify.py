@@ -68,6 +68,42 @@ def test_stack_lands_in_its_bucket(stack: str, bucket: str) -> None:
     assert classify(stack.split(";")) == bucket
 
 
+# Any program's allocator, not only xferd-c's: memcached (Debian's, stripped: its own frames are [unknown])
+# under a preload or glibc, Redis with its statically linked jemalloc, a C++ server, CPython. The frames are
+# as perf wrote them for memcached 1.6 and python3.11 on this machine.
+MC, PY = "(memcached)", "(python3.11)"
+ANY_PROGRAM = [
+    (f"[unknown] {MC};[unknown] {MC};malloc {LIBC};_int_malloc {LIBC}", "allocator"),
+    (f"[unknown] {MC};__GI___libc_free {LIBC};_int_free_merge_chunk {LIBC}", "allocator"),
+    (f"[unknown] {MC};[unknown] {MC};free {LIBC};munmap_chunk {LIBC}", "allocator"),
+    (f"[unknown] {MC};[unknown] (libjemalloc.so.2)", "allocator"),
+    (f"[unknown] {MC};tc_malloc (libtcmalloc_minimal.so.4.5.16)", "allocator"),
+    (f"[unknown] {MC};mi_heap_malloc_small (libmimalloc.so.2.0)", "allocator"),
+    ("main (redis-server);zmalloc (redis-server);je_malloc (redis-server);je_arena_ralloc (redis-server)",
+     "allocator"),
+    ("main (envoy);operator new(unsigned long) (libstdc++.so.6.0.30)", "allocator"),
+    ("main (envoy);_ZdlPvm (libstdc++.so.6.0.30)", "allocator"),
+    ("main (envoy);tcmalloc::CentralFreeList::Populate() (envoy)", "allocator"),
+    (f"_PyEval_EvalFrameDefault {PY};PyBytes_FromStringAndSize {PY};_PyObject_Malloc {PY}", "allocator"),
+    (f"_PyEval_EvalFrameDefault {PY};PyMem_RawMalloc {PY}", "allocator"),
+    # memcached's own work lands beside: its unnamed frames and libevent's are other, its mutex a lock
+    (f"[unknown] {MC};[unknown] {MC}", "other"),
+    (f"[unknown] {MC};event_base_loop (libevent-2.1.so.7.0.1);evmap_io_active_ (libevent-2.1.so.7.0.1)", "other"),
+    (f"[unknown] {MC};___pthread_mutex_lock {MC}", "locks"),
+    (f"[unknown] {MC};lll_mutex_lock_optimized {MC}", "locks"),
+    (f"[unknown] {MC};__libc_sendmsg {LIBC}", "syscall+net"),
+    (f"[unknown] {MC};__memcpy_avx_unaligned_erms {MC}", "copy"),
+    # names that only look like an allocator's stay out of it
+    (f"[unknown] {MC};process_free_command {MC}", "other"),
+    (f"_PyEval_EvalFrameDefault {PY};PyObject_GetAttr {PY}", "other"),
+]
+
+
+@pytest.mark.parametrize(("stack", "bucket"), ANY_PROGRAM, ids=[f"{b}-{i}" for i, (_, b) in enumerate(ANY_PROGRAM)])
+def test_any_programs_allocator_frames_are_allocator(stack: str, bucket: str) -> None:
+    assert classify(stack.split(";")) == bucket
+
+
 def test_every_bucket_is_reached() -> None:
     assert {b for _, b in CASES} == set(BUCKETS)
 

@@ -1,25 +1,27 @@
 """CPU attribution of the server per run (`[experiment] profile = true`, `xferbench run --profile`).
 
 During a run's measured window the server is sampled — xferd-c by perf (perf.py), xferd-go by its own
-pprof endpoint (gopprof.py) — every sample is put in one bucket by its stack (classify.py, one table of
-rules), and the run's row gets `cpu_profile` = {"samples": N, "shares": {bucket: share}}; the folded
-stacks and a flame graph (flame.py) go to the run folder's profiles/.
+pprof endpoint (gopprof.py), a command server (server = "command") by the one its cell chose
+(xferbench/command.py's Profiler: pprof at its `pprof` address, else perf) — every sample is put in one
+bucket by its stack (classify.py, one table of rules), and the run's row gets `cpu_profile` = {"samples": N,
+"shares": {bucket: share}}; the folded stacks and a flame graph (flame.py) go to the run folder's profiles/.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from xferbench import servers
+from xferbench.command import Command
 from xferbench.profile import flame, gopprof, perf
 from xferbench.profile.classify import BUCKETS, Attribution, attribute, format_folded, parse_folded
 from xferbench.profile.errors import ProfileError
 
 __all__ = ["BUCKETS", "Attribution", "ProfileError", "Sampler", "attribute", "cell_graph", "check", "finish",
-           "merge_cells", "start"]
+           "merge_cells", "start", "start_server"]
 
 PROFILES_DIR = "profiles"
 FINISH_MARGIN_S = 30.0  # past the window: perf's own ending, a busy machine
@@ -43,7 +45,7 @@ def _perf(pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str)
 
 
 def _pprof(pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Sampler:
-    return gopprof.PprofSampler(metrics_addr, seconds, run_dir / PROFILES_DIR / f"{stem}.pprof")
+    return gopprof.PprofSampler(f"http://{metrics_addr}/debug/pprof", seconds, run_dir / PROFILES_DIR / f"{stem}.pprof")
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,11 @@ class Profiler:
 PROFILERS: dict[str, Profiler] = {"perf": Profiler(perf.check, _perf), "pprof": Profiler(gopprof.check, _pprof)}
 
 
-def check(names: set[str]) -> None:
-    """Before a sweep: can every server of the experiment be profiled here? Raises ProfileError."""
-    wanted = {entry.profiler for name in names if (entry := servers.SERVERS.get(name))}
+def check(names: Iterable[str], commands: Iterable[Command | None] = ()) -> None:
+    """Before a sweep: can every server of the experiment be profiled here? `names` the cells' kinds of
+    server, `commands` the command servers' commands (each names its own profiler). Raises ProfileError."""
+    wanted = {entry.profiler for name in names if (entry := servers.SERVERS.get(name)) and entry.profiler}
+    wanted |= {cmd.profiler.kind for cmd in commands if cmd is not None}
     for kind, profiler in PROFILERS.items():
         if kind in wanted:
             profiler.check()
@@ -71,6 +75,31 @@ def start(server: str, pid: int, metrics_addr: str, seconds: float, run_dir: Pat
     if entry is None or entry.profiler is None:
         raise ProfileError(f"profile: no profiler for server {server!r}")
     return Started(PROFILERS[entry.profiler].sampler(pid, metrics_addr, seconds, run_dir, stem), stem, seconds)
+
+
+def start_server(server: str, command: Command | None, pid: int, addr: Callable[[str], str], seconds: float,
+                 run_dir: Path, stem: str) -> Started:
+    """Starts sampling a running server of kind `server` (a cell's `server` and `command`) for `seconds` from
+    now; `addr` reads an address of its ready line (the runner's Server.addr)."""
+    if command is None:
+        try:
+            metrics_addr = addr(servers.get(server).metrics_key)
+        except KeyError as e:
+            raise ProfileError(f"profile: {e.args[0]}") from None
+        return start(server, pid, metrics_addr, seconds, run_dir, stem)
+    (run_dir / PROFILES_DIR).mkdir(exist_ok=True)
+    how = command.profiler
+    if how.kind == "perf":
+        sampler: Sampler = PerfSampler(pid, seconds, run_dir / PROFILES_DIR / f"{stem}.perf.data",
+                                       run_dir / "logs" / f"{stem}.perf.log", unwind=how.unwind or "dwarf")
+        return Started(sampler, stem, seconds)
+    assert how.pprof is not None, "a pprof profiler has its address"
+    try:
+        ports = dict(kv.split("=", 1) for kv in addr("ports").split(",") if kv)
+    except KeyError as e:
+        raise ProfileError(f"profile: {e.args[0]}") from None
+    url = command.fill(how.pprof, {k: int(v) for k, v in ports.items()})
+    return Started(gopprof.PprofSampler(url, seconds, run_dir / PROFILES_DIR / f"{stem}.pprof"), stem, seconds)
 
 
 PerfSampler = perf.PerfSampler

@@ -26,6 +26,12 @@ RULES: tuple[tuple[str, str, str], ...] = (
                          r"_mid_memalign|sysmalloc|unlink_chunk|__default_morecore|alloc_perturb|"
                          r"malloc_printerr|free_perturb|_int_free_merge_chunk|_int_free_create_chunk"),
     ("allocator", "sym", r"(je_|mi_|_mi_|tc_|tcmalloc::)"),
+    # Any program's: glibc's trimming and heap growth, C++'s operator new/delete (demangled or not, the
+    # frame of their own code before malloc; a statically linked jemalloc or tcmalloc has the prefixes above),
+    # CPython's own allocator in front of malloc (a Python server's small objects never reach malloc)
+    ("allocator", "sym", r"(munmap_chunk|mremap_chunk|systrim|heap_trim|grow_heap|shrink_heap|new_heap|"
+                         r"alloc_new_heap|malloc_trim|__malloc_\w+)$|operator (new|delete)|_Z(nw|na|dl|da)[a-zA-Z]|"
+                         r"_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc|Free)\w*$|pymalloc_\w+|_PyObject_(Malloc|Free)"),
     ("allocator", "sym", r"(pool_|mem_)(alloc|calloc|free|thread_flush)$|pb_alloc$|pb_free$|"
                          r"(cache_get|local_put|drain_remote|flush_batch|size_class|class_block|class_cap)$"),
     ("allocator", "sym", r"runtime\.(mallocgc|mallocgc\w*|newobject|newarray|makeslice\w*|growslice|rawstring\w*|"
@@ -61,7 +67,7 @@ RULES: tuple[tuple[str, str, str], ...] = (
                         r"google\.golang\.org/protobuf/|github\.com/golang/protobuf/|"
                         r"google\.golang\.org/grpc/encoding/proto\."),
     # --- locks: futexes and mutexes (before syscall+net: a futex is a system call too)
-    ("locks", "sym", r"(__)?futex\w*|do_futex|__lll_(un)?lock\w*|pthread_mutex_\w+|__pthread_mutex_\w+|"
+    ("locks", "sym", r"(__)?futex\w*|do_futex|_*lll_\w+|_*pthread_mutex_\w+|"
                      r"pthread_cond_\w+|__pthread_cond_\w+|pthread_rwlock_\w+|pthread_spin_\w+|"
                      r"sync\.\(\*(Mutex|RWMutex|Cond|Once|WaitGroup)\)\.\w+|sync\.runtime_\w+|"
                      r"runtime\.(lock2|unlock2|lock|unlock|lockWithRank|unlockWithRank|futex\w*|"

@@ -1,11 +1,12 @@
-"""xferd-go's CPU samples: its own `/debug/pprof/profile?seconds=N` on the metrics address, fetched for the
-measured window, folded by build/bin/pprof-fold (servers/go/cmd/pprof-fold: Go, with
-github.com/google/pprof/profile, pprof's own parser — no Python parser of profile.proto is kept up on PyPI,
-and the Go toolchain is here anyway to build xferd-go).
+"""xferd-go's CPU samples: its own `/debug/pprof/profile?seconds=N` on the metrics address (a command
+server's: under its `pprof` address), fetched for the measured window, folded by build/bin/pprof-fold
+(servers/go/cmd/pprof-fold: Go, with github.com/google/pprof/profile, pprof's own parser — no Python parser
+of profile.proto is kept up on PyPI, and the Go toolchain is here anyway to build xferd-go).
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import threading
@@ -34,10 +35,11 @@ class PprofSampler:
     """A GET of the server's CPU profile for `seconds` (whole seconds: the handler takes an integer),
     started at once on a thread; `finish()` returns its folded stacks."""
 
-    def __init__(self, metrics_addr: str, seconds: float, data_path: Path) -> None:
+    def __init__(self, base_url: str, seconds: float, data_path: Path) -> None:
+        """`base_url`: where the pprof handlers are, e.g. http://127.0.0.1:6060/debug/pprof."""
         check()
         self.seconds = max(1, round(seconds))
-        self.url = f"http://{metrics_addr}/debug/pprof/profile?seconds={self.seconds}"
+        self.url = f"{base_url.rstrip('/')}/profile?seconds={self.seconds}"
         self.data_path = data_path
         self.error: str | None = None
         self._thread = threading.Thread(target=self._fetch, name="pprof-fetch", daemon=True)
@@ -47,6 +49,8 @@ class PprofSampler:
         try:
             with urllib.request.urlopen(self.url, timeout=self.seconds + 30) as resp:
                 self.data_path.write_bytes(resp.read())
+        except http.client.HTTPException as e:  # its text is whatever the port answered, often binary
+            self.error = f"no HTTP/1.1 answer there ({type(e).__name__}): is it the pprof address?"
         except (urllib.error.URLError, OSError) as e:
             body = e.read().decode(errors="replace").strip() if isinstance(e, urllib.error.HTTPError) else ""
             self.error = f"{e} {body}".strip()
