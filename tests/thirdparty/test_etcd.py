@@ -1,11 +1,12 @@
-"""Debian's etcd, a Go gRPC server nobody here wrote: loadgen's CallUser calling etcdserverpb.KV/Put from the
-.proto files shipped in experiments/third-party/etcd-proto/ (etcd serves no gRPC reflection), and the runner
-measuring it as a command server under Go's GC settings (experiments/third-party/etcd.toml), its GC figures
-read from etcd's own /metrics."""
+"""Debian's etcd, a Go gRPC server nobody here wrote: loadgen's CallUser calling a mix of etcdserverpb.KV/Range and
+Put (3:1) from the .proto files shipped in experiments/third-party/etcd-proto/ (etcd serves no gRPC reflection),
+and the runner measuring it as a command server under Go's GC settings (experiments/third-party/etcd.toml), its
+GC figures read from etcd's own /metrics."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from tests.thirdparty.conftest import ROOT, THIRD_PARTY, Etcd, locust_total, met
 
 EXPERIMENT = THIRD_PARTY / "etcd.toml"
 USERS = 2
+KV = 'grpc_server_handled_total{{grpc_code="OK",grpc_method="{}",grpc_service="etcdserverpb.KV",grpc_type="unary"}}'
 
 
 def _shipped_load() -> dict[str, Any]:
@@ -25,8 +27,9 @@ def _shipped_load() -> dict[str, Any]:
     return load
 
 
-def test_put_from_the_shipped_protos_counts_what_etcd_counts(etcd: Etcd) -> None:
-    load = _shipped_load()  # the experiment's own call and template, so this checks what it sends
+def test_the_range_put_mix_from_the_shipped_protos_counts_what_etcd_counts(etcd: Etcd) -> None:
+    load = _shipped_load()  # the experiment's own calls and templates, so this checks what it sends
+    assert load["call"] == "etcdserverpb.KV/Range:3,etcdserverpb.KV/Put:1", load["call"]
     argv = [
         sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen"), "--headless", "-t", "2s", "-u", str(USERS),
         "-r", str(USERS), "--host", f"grpc://127.0.0.1:{etcd.port}", "--xfer-call", load["call"],
@@ -38,17 +41,22 @@ def test_put_from_the_shipped_protos_counts_what_etcd_counts(etcd: Etcd) -> None
     assert r.returncode == 0, r.stderr[-2000:]
     requests, failures = locust_total(r.stdout)
     assert requests > 100 and failures == 0, r.stderr[-2000:]
+    by_method = {e["name"]: e["num_requests"] for e in json.loads(r.stdout)}
+    assert set(by_method) == {"Range", "Put"} and sum(by_method.values()) == requests, by_method
+    for method, sent in by_method.items():
+        # A call in flight when the run time is up reaches etcd but not Locust's count: at most one per user.
+        served = metric(etcd.metrics_url, KV.format(method))
+        assert sent <= served <= sent + USERS, (method, sent, served)
     puts = metric(etcd.metrics_url, "etcd_mvcc_put_total")
-    ok = metric(
-        etcd.metrics_url,
-        'grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"}',
-    )
-    # A call in flight when the run time is up reaches etcd but not Locust's count: at most one per user.
-    assert requests <= puts == ok <= requests + USERS, (requests, puts, ok)
+    assert puts == metric(etcd.metrics_url, KV.format("Put")), puts  # each Put that etcd answered OK stored its key
+    # Each call is a Range with p = 3/4, independently: within five standard deviations, plus the calls in flight.
+    p = 0.75
+    assert abs(by_method["Range"] - p * requests) <= 5 * math.sqrt(requests * p * (1 - p)) + 4 * USERS, by_method
     # The key template gives distinct keys: n Puts drawn from 10,000 keys repeat about n²/20,000 of them (this
     # allows twice that); keys that decoded to fewer distinct bytes would collapse the count far below.
     keys = metric(etcd.metrics_url, "etcd_debugging_mvcc_keys_total")
-    assert requests - requests**2 / 10_000 <= keys <= min(requests + USERS, 10_000), (requests, keys)
+    n = by_method["Put"]
+    assert n - n**2 / 10_000 <= keys <= min(n + USERS, 10_000), (n, keys)
 
 
 def test_a_short_etcd_experiment_ends_in_verdicts_with_go_gc_figures_from_its_metrics(tmp_path: Path) -> None:
