@@ -90,8 +90,8 @@ def start_server(server: str, command: Command | None, pid: int, addr: Callable[
     (run_dir / PROFILES_DIR).mkdir(exist_ok=True)
     how = command.profiler
     if how.kind == "perf":
-        sampler: Sampler = PerfSampler(pid, seconds, run_dir / PROFILES_DIR / f"{stem}.perf.data",
-                                       run_dir / "logs" / f"{stem}.perf.log", unwind=how.unwind or "dwarf")
+        sampler: Sampler = perf.PerfSampler(pid, seconds, run_dir / PROFILES_DIR / f"{stem}.perf.data",
+                                            run_dir / "logs" / f"{stem}.perf.log", unwind=how.unwind or "dwarf")
         return Started(sampler, stem, seconds)
     assert how.pprof is not None, "a pprof profiler has its address"
     try:
