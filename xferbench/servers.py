@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ON_OFF = ("on", "off")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc", "mimalloc", "pool")
 
+# The calls of the FileTransfer service (proto/PROTOCOL.md), spelled as a [load] mix names them.
+CALLS = ("upload", "download", "echo", "meta")
+
 # A flag's validator: the TOML value in, the flag's text out; ValueError says what the flag accepts.
 Validator = Callable[[Any], str]
 # The samplers of xferbench/profile/: perf on the PID, or the server's own pprof endpoint.
@@ -141,6 +144,14 @@ class ServerSpec:
     profiler: ProfilerKind | None  # None: `profile = true` refuses it
     image: Image | None  # None: no image; backend = "docker" needs `image =` in the experiment
     metrics_key: str = "metrics"  # the listener serving /metrics (and pprof for xferd-go)
+    # What the kind can do, read by everything that iterates SERVERS rather than by its name:
+    calls: tuple[str, ...] = CALLS  # the calls it serves; the schema refuses a [load] mix naming another
+    # It serves Prometheus /metrics on ports[metrics_key]: the runner scrapes it and the local stack lists it as a
+    # target. False: its cells get the client and /proc figures only. (COMMAND: each cell's `metrics` key says.)
+    metrics: bool = True
+    # The protocol suites of tests/ (conformance, badinput, ...) run against it: it serves every call of its
+    # transports with PROTOCOL.md's limits. False for a reference server that implements a part only.
+    conformance: bool = True
 
     @property
     def port0_flags(self) -> tuple[str, ...]:

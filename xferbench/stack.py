@@ -54,10 +54,11 @@ DEFAULT_LISTEN = "127.0.0.1:9090"
 STATUS_WAIT_S = 15.0  # `stack status`: how long to wait for the targets' first scrapes (3 of the config's 5s)
 
 # Where each compose service lives when everything runs on this machine (docs/DESIGN.md's default ports):
-# a server's compose service is its registry name, scraped on its default metrics port.
+# a server's compose service is its registry name, scraped on its default metrics port (a kind without a
+# metrics endpoint has nothing to scrape and is not a service of the stack).
 # An empty list: not scraped unless given with --target (Locust workers pick their own ports).
 LOCAL_SERVICES: dict[str, list[str]] = {
-    **{s.name: [f"127.0.0.1:{s.ports[s.metrics_key]}"] for s in servers.SERVERS.values()},
+    **{s.name: [f"127.0.0.1:{s.ports[s.metrics_key]}"] for s in servers.SERVERS.values() if s.metrics},
     "locust-master": ["127.0.0.1:9646"],
     "locust-worker": [],
 }

@@ -4,7 +4,10 @@ it, and a kind of server added to the registry alone is accepted by an experimen
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 from xferbench import experiment as xe
 from xferbench import process, profile, servers, stack
 from xferbench.containers import backend, images
+from xferbench.run import lifecycle
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -25,13 +29,17 @@ def test_entry_is_complete(name: str) -> None:
     assert ENV_NAME.match(s.binary_env), s.binary_env
     assert s.binary.startswith("build/bin/"), s.binary
     assert s.transports and set(s.transports) <= set(xe.TRANSPORTS)
-    # Every transport and the metrics endpoint is a listener with a port and a port-0 flag.
-    for listener in (*s.transports, s.metrics_key):
+    # Every transport and the metrics endpoint (when it has one) is a listener with a port and a port-0 flag.
+    for listener in (*s.transports, *([s.metrics_key] if s.metrics else [])):
         assert listener in s.ports, (listener, s.ports)
         assert f"--{listener}-addr=127.0.0.1:0" in s.port0_flags
     assert len(s.port0_flags) == len(s.ports)
     assert all(0 < p < 65536 for p in s.ports.values())
-    assert set(servers.LIMIT_FLAGS) <= set(s.flags) and all(callable(v) for v in s.flags.values())
+    assert s.calls and set(s.calls) <= set(servers.CALLS), s.calls
+    # What the protocol suites hold a kind to: every call, PROTOCOL.md's limits, and its own series.
+    if s.conformance:
+        assert s.calls == servers.CALLS and set(servers.LIMIT_FLAGS) <= set(s.flags) and s.metrics
+    assert all(callable(v) for v in s.flags.values())
     assert s.profiler is None or s.profiler in profile.PROFILERS
     if s.image is not None:
         spec = images.SPECS[s.image.name]
@@ -41,11 +49,50 @@ def test_entry_is_complete(name: str) -> None:
 
 
 def test_default_ports_are_distinct() -> None:
-    """The local stack scrapes every server on its default metrics port at once: no two may share one."""
+    """The local stack scrapes every server with metrics on its default metrics port at once: no two may share
+    one; a kind without a metrics endpoint is no target of it."""
     ports = [p for s in servers.SERVERS.values() for p in s.ports.values()]
     assert len(ports) == len(set(ports)), ports
     for s in servers.SERVERS.values():
-        assert stack.LOCAL_SERVICES[s.name] == [f"127.0.0.1:{s.ports[s.metrics_key]}"]
+        if s.metrics:
+            assert stack.LOCAL_SERVICES[s.name] == [f"127.0.0.1:{s.ports[s.metrics_key]}"]
+        else:
+            assert s.name not in stack.LOCAL_SERVICES
+
+
+# Run in a fresh interpreter: the modules build their tables from SERVERS when first imported.
+CAPABILITIES = """
+import dataclasses, json, sys
+from xferbench import servers
+entry = dataclasses.replace(servers.SERVERS["xferd-go"], name="xferd-bare", ports={"grpc": 50099}, image=None,
+                            metrics=False, conformance=False, calls=("echo",))
+servers.SERVERS[entry.name] = entry
+from tests.support import servers as support
+from xferbench import stack
+from xferbench.containers import images
+json.dump({"stack": sorted(stack.LOCAL_SERVICES), "images": sorted(images.SPECS),
+           "suites": sorted(support.SERVERS)}, sys.stdout)
+"""
+
+
+def test_capabilities_reach_what_iterates_the_registry() -> None:
+    """An entry without metrics, image or conformance, added to the registry alone: the stack's targets, the
+    images and the suites' servers each leave it out, from its fields."""
+    out = subprocess.run([sys.executable, "-c", CAPABILITIES], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert "xferd-go" in got["stack"] and "xferd-bare" not in got["stack"]
+    assert "xferd-go" in got["images"] and "xferd-bare" not in got["images"]
+    assert "xferd-go" in got["suites"] and "xferd-bare" not in got["suites"]
+
+
+def test_the_runner_reads_metrics_from_the_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One place says whether a cell's server is scraped: the entry of a registry kind."""
+    entry = dataclasses.replace(servers.SERVERS["xferd-go"], name="xferd-bare", label="bare", metrics=False, calls=("echo",))
+    monkeypatch.setitem(servers.SERVERS, entry.name, entry)
+    text = f'[load]\nmix = "echo:1"\n[[servers]]\nserver = "{entry.name}"\n[[servers]]\nserver = "xferd-go"\n'
+    bare, go = xe.parse(tomllib.loads(text), "t.toml", "t").cells
+    assert not lifecycle.serves_metrics(bare) and lifecycle.serves_metrics(go)
 
 
 def test_what_the_runner_reads_is_unchanged() -> None:
@@ -86,7 +133,7 @@ def test_registry_only_kind_is_checked_like_the_others(c2: servers.ServerSpec) -
         xe.parse(tomllib.loads('[[servers]]\nserver = "xferd-c2"\n[servers.flags]\npool = "on"\n'), "t.toml", "t")
     with pytest.raises(xe.ExperimentError, match=r"xferd-c2 serves frame"):
         xe.parse(tomllib.loads('[[servers]]\nserver = "xferd-c2"\n[servers.load]\ntransport = "grpc"\n'), "t.toml", "t")
-    with pytest.raises(xe.ExperimentError, match=r"xferd-go \| xferd-c \| xferd-c2"):
+    with pytest.raises(xe.ExperimentError, match=r"xferd-go \| xferd-c \|.* xferd-c2 \| command"):
         xe.parse(tomllib.loads('[[servers]]\nserver = "xferd-x"\n'), "t.toml", "t")
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import loadgen
 from py_client.sizes import parse_size
 from xferbench import command, servers
 from xferbench.config.files import ROOT
@@ -164,6 +165,7 @@ def _cell(group: _Group, axes: list[Axis], combo: tuple[Any, ...], base: Load) -
             axis_vals[key] = str(value) if value != "" else "default"
     cflags, cenv, limit_vals = values["flag"], values["env"], values["limit"]
     load = _resolve_mode(replace(base, **values["load"]), group.where)
+    _check_calls(group, load)
     if group.template:
         name = _templated_name(group, group.template, load, cflags, cenv, limit_vals)
     else:
@@ -176,6 +178,22 @@ def _cell(group: _Group, axes: list[Axis], combo: tuple[Any, ...], base: Load) -
     return Cell(
         name, group.server, group.binary, cflags, cenv, group.args, load, axis_vals, cell_limits, group.image, group.cmd
     )
+
+
+def _check_calls(group: _Group, load: Load) -> None:
+    """The mix's calls against those the kind serves (its registry entry's `calls`): a call it does not serve
+    would fail every time, and the figures would be of the errors. The user's own calls and users are theirs."""
+    if load.call is not None or load.locustfile is not None:
+        return
+    asked = [m for m, w in loadgen.option("mix").parse(load.mix).items() if w > 0]
+    unserved = [m for m in asked if m not in group.spec.calls]
+    if unserved:
+        serves = ", ".join(group.spec.calls)
+        example = ",".join(f"{m}:1" for m in group.spec.calls)
+        raise ExperimentError(
+            f"{group.where}: load.mix = {load.mix!r}: {group.server} does not serve {', '.join(unserved)} "
+            f'(it serves {serves}); give a mix of those, e.g. mix = "{example}" in [load] or [servers.load]'
+        )
 
 
 def _templated_name(

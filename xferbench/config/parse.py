@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from xferbench import userload
+from xferbench import servers, userload
 from xferbench.config.cells import _group_cells
 from xferbench.config.cpus import _pinning
 from xferbench.config.files import resolve
@@ -183,11 +183,22 @@ def _check_combinations(meta: _Meta, cells: list[Cell], soak_table: bool) -> Non
             f"servers (cell {commands[0]!r}): a command server runs as a host process without "
             '[soak] for now; drop experiment.backend = "docker" / [soak]'
         )
+    _check_capabilities(meta, cells, soak_table)
     if meta.profile and any(c.load.mode == "capacity" for c in cells):
         raise ExperimentError(
             'experiment.profile = true: a capacity search (load.mode = "capacity") is not '
             "profiled (its steps have no one measured window); drop one of them"
         )
+
+
+def _check_capabilities(meta: _Meta, cells: list[Cell], soak_table: bool) -> None:
+    """What a registry kind's entry says it lacks: [soak] reads the server's /metrics, profile = true its profiler."""
+    specs = {c.server: servers.SERVERS[c.server] for c in cells if c.command is None}
+    for name, spec in specs.items():
+        if soak_table and not spec.metrics:
+            raise ExperimentError(f"[soak]: {name} has no metrics endpoint, and a soak judges the server's own counts")
+        if meta.profile and spec.profiler is None:
+            raise ExperimentError(f"experiment.profile = true: {name} has no profiler in the registry; drop one of them")
 
 
 def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> bool:

@@ -68,6 +68,14 @@ def _interruption(e: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+def serves_metrics(cell: Cell) -> bool:
+    """Whether the cell's server has a /metrics to scrape: a command server when its `metrics` key names one,
+    any other kind when its registry entry says so."""
+    if cell.command is not None:
+        return cell.command.metrics is not None
+    return servers.get(cell.server).metrics
+
+
 def start(live: Live) -> None:
     """The server (up once its ready line is read), the [network] proxy in front of it, the metrics
     source(s) on it, and in a soak the idle server's counts."""
@@ -85,7 +93,7 @@ def start(live: Live) -> None:
         live.proxy, live.client_addr = network_proxy(exp, cell, server, live.log("toxiproxy"))
         row.network = {**exp.network.to_json(), "proxy": live.client_addr}
         row.pids["toxiproxy"] = live.proxy.proc.pid
-    if cell.command is not None and cell.command.metrics is None:
+    if not serves_metrics(cell):
         live.source = ScrapeSource()  # never begun: no server series, only the /proc figures
         return
     try:
@@ -204,6 +212,6 @@ def warnings(row: RunRow, cell: Cell) -> list[str]:
         got = (row.build_info or {}).get("allocator") or (row.ready or {}).get("alloc")
         if got and got != want:
             w.append(f"asked for allocator {want}, the server reports {got}")
-    if row.server_qps is None:
+    if row.server_qps is None and serves_metrics(cell):
         w.append("no server request metrics in the window")
     return w
