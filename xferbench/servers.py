@@ -209,6 +209,24 @@ SERVERS: dict[str, ServerSpec] = {
         profiler="perf",
         image=Image("xferd-c", C_SOURCES),
     ),
+    # grpc-go's defaults and nothing of ours (servers/go/cmd/bare-echo): the anchor xferd-go's Echo is compared
+    # with. Echo only, no flags, no metrics endpoint; perf could sample it, but the profiler reads a registry
+    # kind's address at its metrics listener, which it has not.
+    "bare-echo": ServerSpec(
+        name="bare-echo",
+        label="bare",
+        binary_env="BARE_ECHO_BIN",
+        binary="build/bin/bare-echo",
+        transports=("grpc",),
+        ports={"grpc": 50052},
+        flags={},
+        ready_word="bare-echo",
+        profiler=None,
+        image=None,
+        calls=("echo",),
+        metrics=False,
+        conformance=False,
+    ),
 }
 
 
