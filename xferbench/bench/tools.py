@@ -34,7 +34,7 @@ class BenchError(RuntimeError):
 
 def missing() -> list[str]:
     """The tools the cases need that are not there (`make build` brings them all)."""
-    bins = [GHZ, XFERLOAD, LOCUST, BIN / "bare-echo", *(Path(s.default_binary()) for s in servers.SERVERS.values())]
+    bins = [GHZ, XFERLOAD, LOCUST, *(Path(s.default_binary()) for s in servers.SERVERS.values())]
     return [str(b) for b in bins if not b.exists()] + ([] if shutil.which("iperf3") else ["iperf3"])
 
 
@@ -47,13 +47,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start(name: str, *args: str) -> process.Server:
-    """A server from the registry (or bare-echo) on the server CPU, ready when its ready line is read."""
-    if name == "bare-echo":
-        argv = [str(BIN / "bare-echo"), "--grpc-addr=127.0.0.1:0", *args]
-    else:
-        spec = servers.get(name)
-        argv = [spec.default_binary(), *spec.port0_flags, *args]
-    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS)
+    """A server from the registry on the server CPU, ready when its ready line is read."""
+    spec = servers.get(name)
+    argv = [spec.default_binary(), *spec.port0_flags, *args]
+    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word)
 
 
 def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT) -> str:
