@@ -114,7 +114,8 @@ def grpc(ctx: Ctx, r: int) -> None:
     up = down = 0.0
     ceiling = tools.iperf3(w) if r % 2 else 0.0
     for name in ordered(r, ("xferd-go", "bare-echo")):
-        srv = tools.start(name) if name == "bare-echo" else tools.start(name, "--store=mem")
+        # The in-memory store where the kind has one (its registry entry's flags): bare-echo stores nothing.
+        srv = tools.start(name, *(["--store=mem"] if "store" in servers.get(name).flags else []))
         try:
             addr = srv.addr("grpc")
             echo[name] = tools.ghz(
