@@ -15,7 +15,9 @@
 Every `{port}` and `{<name>_port}` placeholder gets a free loopback port at each start; `{port}` is the
 load's target. What can be refused is refused here, while the experiment is read: the program is inspected
 (an ELF's PT_INTERP says dynamic, its `.go.buildinfo` section says Go), never started. Starting it, its
-readiness and the preload check are xferbench/commandserver.py's. Containers are not supported yet.
+readiness and the preload check are xferbench/commandserver.py's. With `image` (backend = "docker") the
+command runs in that image (xferbench/containers/backend.py) and nothing of it is inspected here: alloc and the
+Go keys are refused (their variables can be set in [servers.env]).
 
 The profiler `profile = true` samples it with is chosen here too, once per cell, and recorded in its config:
 pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
@@ -109,7 +111,8 @@ def runtime_env(flags: Mapping[str, str], env: Mapping[str, str]) -> dict[str, s
     return out
 
 
-GROUP_KEYS = ("server", "label", "name", "env", "load")  # what a command's [[servers]] shares with ours
+# What a command's [[servers]] shares with ours; image and limits: backend = "docker" (the image is the user's).
+GROUP_KEYS = ("server", "label", "name", "env", "load", "image", "limits")
 
 
 def group(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
@@ -117,10 +120,7 @@ def group(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
     with the alloc/Go keys as its flags and the command's program as its binary."""
     for k in g:
         if k not in (*GROUP_KEYS, *KEYS):
-            why = " (docker is not supported for command servers yet)" if k in ("image", "limits") else ""
-            raise CommandError(
-                f"{where}.{k}: unknown key of a command server{why}; allowed: " + ", ".join((*GROUP_KEYS, *KEYS))
-            )
+            raise CommandError(f"{where}.{k}: unknown key of a command server; allowed: " + ", ".join((*GROUP_KEYS, *KEYS)))
     cmd, flags = parse(g, where)
     rest = {k: v for k, v in g.items() if k in GROUP_KEYS}
     return cmd, {**rest, "flags": flags, "binary": cmd.argv[0]}
@@ -129,7 +129,8 @@ def group(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
 def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
     """The command of a [[servers]] entry, and its alloc/Go keys as a flags table (values still unchecked:
     the registry's validators check them, as any server's flags)."""
-    argv = _argv(g.get("command"), where)
+    in_image = "image" in g  # backend = "docker": command[0] is the image's, never looked at on this host
+    argv = _argv(g.get("command"), where, on_host=not in_image)
     if not any("{port}" in a for a in argv):
         raise CommandError(
             f"{where}.command = {list(argv)!r}: needs a {{port}} placeholder, the port the load "
@@ -147,6 +148,15 @@ def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
     texts += [str(v) for v in _values(g.get("env", {}))]
     names = sorted({m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}, key=lambda n: (n != "port", n))
     flags = {k: g[k] for k in ("alloc", *GO_ENV) if k in g}
+    if in_image:
+        if flags:
+            key = next(iter(flags))
+            raise CommandError(
+                f"{where}.{key}: not for a command server in a container (its program cannot be inspected "
+                'before it runs); set the variable in [servers.env] instead, e.g. GOGC = ["100", "400"] '
+                'or LD_PRELOAD = "<the library\'s path in the image>"'
+            )
+        return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof)), flags
     _check_program(Path(argv[0]), flags, where)
     return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof)), flags
 
@@ -162,10 +172,12 @@ def _pprof(v: Any, where: str) -> str | None:
     return v.rstrip("/")
 
 
-def _profiler(exe: Path, pprof: str | None) -> Profiler:
-    """The profiler `profile = true` would use: chosen here, once, from the program itself."""
+def _profiler(exe: Path | None, pprof: str | None) -> Profiler:
+    """The profiler `profile = true` would use: chosen here, once, from the program itself (None: in an image)."""
     if pprof is not None:
         return Profiler("pprof", pprof=pprof, why="its pprof address")
+    if exe is None:
+        return Profiler("perf", "dwarf", why="a program in an image, not inspected: perf, unwound by DWARF")
     try:
         info = elf_info(exe)
         what = "a native program" if info is not None else "not an ELF program (a script: its interpreter)"
@@ -182,11 +194,13 @@ def _values(env: Any) -> list[Any]:
     return [x for v in env.values() for x in (v if isinstance(v, list) else [v])]
 
 
-def _argv(v: Any, where: str) -> tuple[str, ...]:
+def _argv(v: Any, where: str, on_host: bool = True) -> tuple[str, ...]:
     if not isinstance(v, list) or not v or not all(isinstance(a, str) and a for a in v):
         raise CommandError(
             f'{where}.command = {v!r}: required; expected a list of strings, e.g. ["./my-server", "--port", "{{port}}"]'
         )
+    if not on_host:  # the image's path or a name on the image's PATH, as `docker run IMAGE ...` takes it
+        return tuple(v)
     exe = v[0]
     if "/" in exe:
         path = Path(exe) if Path(exe).is_absolute() else ROOT / exe

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from xferbench import command
@@ -26,6 +27,45 @@ from xferbench.experiment import Cell
 from xferbench.process import POLL_S, Server, ServerStartError, free_port, port_open, spawn
 
 CHECK_EVERY_S = 0.1  # a port or URL is tried at most this often, however much the server prints
+
+
+class ReadyCheck:
+    """A command's ready condition, polled: the one check of a command run as a host process (CommandServer)
+    and in a container (xferbench/containers/backend.py). Its output's lines are shown to it by `see`."""
+
+    def __init__(self, cond: command.Ready) -> None:
+        self.cond = cond
+        self.matched = False
+        self._http_error = "no answer"
+
+    def condition(self) -> str:
+        """What must become true, as the error names it."""
+        kind, value = self.cond.kind, self.cond.value
+        if kind == "port":
+            return f"ready.port: a TCP connection accepted on 127.0.0.1:{value}"
+        if kind == "log":
+            return f"ready.log: a line of its output matching {value!r}"
+        return f"ready.http: {value} answering 2xx (last: {self._http_error})"
+
+    def see(self, line: str) -> None:
+        if self.cond.kind == "log" and not self.matched and re.search(self.cond.value, line):
+            self.matched = True
+
+    def met(self) -> bool:
+        if self.cond.kind == "port":
+            return port_open("127.0.0.1", int(self.cond.value))
+        if self.cond.kind == "log":
+            return self.matched
+        try:
+            with urllib.request.urlopen(self.cond.value, timeout=0.5) as resp:
+                ok: bool = 200 <= resp.status < 300
+                self._http_error = f"status {resp.status}"
+                return ok
+        except urllib.error.HTTPError as e:
+            self._http_error = f"status {e.code}"
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            self._http_error = str(getattr(e, "reason", e))
+        return False
 
 
 class CommandServer(Server):
@@ -41,10 +81,8 @@ class CommandServer(Server):
         log_path: Path | None = None,
         cpus: Sequence[int] | None = None,
     ) -> None:
-        self._cond = ready
+        self._check = ReadyCheck(ready)
         self._addrs = addrs
-        self._matched = False
-        self._http_error = "no answer"
         super().__init__(Path(argv[0]).name, argv, env, log_path=log_path, cpus=cpus, ready_timeout_s=ready.timeout_s)
 
     def _spawn(self, env: dict[str, str], cpus: Sequence[int] | None) -> subprocess.Popen[bytes]:
@@ -53,28 +91,7 @@ class CommandServer(Server):
 
     def condition(self) -> str:
         """What must become true, as the error names it."""
-        kind, value = self._cond.kind, self._cond.value
-        if kind == "port":
-            return f"ready.port: a TCP connection accepted on 127.0.0.1:{value}"
-        if kind == "log":
-            return f"ready.log: a line of its output matching {value!r}"
-        return f"ready.http: {value} answering 2xx (last: {self._http_error})"
-
-    def _met(self) -> bool:
-        if self._cond.kind == "port":
-            return port_open("127.0.0.1", int(self._cond.value))
-        if self._cond.kind == "log":
-            return self._matched
-        try:
-            with urllib.request.urlopen(self._cond.value, timeout=0.5) as resp:
-                ok: bool = 200 <= resp.status < 300
-                self._http_error = f"status {resp.status}"
-                return ok
-        except urllib.error.HTTPError as e:
-            self._http_error = f"status {e.code}"
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            self._http_error = str(getattr(e, "reason", e))
-        return False
+        return self._check.condition()
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self._pipe is not None
@@ -87,8 +104,8 @@ class CommandServer(Server):
         try:
             while True:
                 now = time.monotonic()
-                if now >= next_check or self._cond.kind == "log":
-                    if self._met():
+                if now >= next_check or self._check.cond.kind == "log":
+                    if self._check.met():
                         break
                     next_check = now + CHECK_EVERY_S
                 if self.proc.poll() is not None:
@@ -127,8 +144,7 @@ class CommandServer(Server):
             raw, self._buf = self._buf.split(b"\n", 1)
             line = raw.decode(errors="replace")
             self._line(line)
-            if self._cond.kind == "log" and re.search(self._cond.value, line):
-                self._matched = True
+            self._check.see(line)
         return True
 
     def _last(self) -> str:
@@ -136,18 +152,24 @@ class CommandServer(Server):
         return "; its last output: " + " | ".join(lines) if lines else "; it printed nothing"
 
 
-def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> CommandServer:
-    """The cell's command on fresh free ports, up once its ready condition holds (and its preload checked).
-    Raises ServerStartError with its output's tail."""
+@dataclass(frozen=True)
+class Launch:
+    """A command's start with its placeholders filled: the same for a host process and a container."""
+
+    argv: list[str]
+    env: dict[str, str]
+    ready: command.Ready
+    addrs: dict[str, str]  # grpc=, frame=, metrics= and ports= as the runner reads them
+    ports: dict[str, int]  # each placeholder's free loopback port
+
+
+def launch(cell: Cell, env: dict[str, str]) -> Launch:
+    """The cell's command on fresh free ports; `env` its environment, the cell's own [servers.env] among it
+    (their placeholders are filled here)."""
     cmd = cell.command
     assert cmd is not None, "a command cell"
     ports = {name: free_port() for name in cmd.ports}
-    argv = [cmd.fill(a, ports) for a in cmd.argv]
-    env = cell.server_env()
-    for k in cell.env:
-        if k in env:
-            env[k] = cmd.fill(env[k], ports)
-    env.update(command.runtime_env(cell.flags, env))
+    env = {k: cmd.fill(v, ports) if k in cell.env else v for k, v in env.items()}
     addrs = {transport: f"127.0.0.1:{ports['port']}" for transport in ("grpc", "frame")}
     if cmd.metrics:
         addrs["metrics"] = urllib.parse.urlsplit(cmd.fill(cmd.metrics, ports)).netloc
@@ -155,7 +177,15 @@ def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> Comm
     ready = command.Ready(
         cmd.ready.kind, cmd.ready.value if cmd.ready.kind == "log" else cmd.fill(cmd.ready.value, ports), cmd.ready.timeout_s
     )
-    server = CommandServer(argv, env, ready, addrs, log_path=log_path, cpus=cpus)
+    return Launch([cmd.fill(a, ports) for a in cmd.argv], env, ready, addrs, ports)
+
+
+def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> CommandServer:
+    """The cell's command on fresh free ports, up once its ready condition holds (and its preload checked).
+    Raises ServerStartError with its output's tail."""
+    run = launch(cell, cell.server_env())
+    env = {**run.env, **command.runtime_env(cell.flags, run.env)}
+    server = CommandServer(run.argv, env, run.ready, run.addrs, log_path=log_path, cpus=cpus)
     alloc = cell.flags.get("alloc")
     if alloc:
         try:

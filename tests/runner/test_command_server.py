@@ -128,7 +128,7 @@ def _parse(entry: str) -> xe.Experiment:
         (C_JEMALLOC.replace('alloc = "jemalloc"', 'gomemlimit = "1GiB"'), "GOMEMLIMIT would do nothing"),
         (C_JEMALLOC.replace('alloc = "jemalloc"', 'alloc = "pool"'), "servers[0].flags.alloc = 'pool'"),
         (C_JEMALLOC.replace("{port}", "7071"), "needs a {port} placeholder"),
-        (C_JEMALLOC + 'image = "x"\n', "docker is not supported for command servers yet"),
+        (C_JEMALLOC + 'image = "x"\n', "servers[0].alloc: not for a command server in a container"),
     ],
 )
 def test_what_cannot_run_as_written_is_refused_at_config_time(entry: str, said: str) -> None:

@@ -177,12 +177,22 @@ def _check_combinations(meta: _Meta, cells: list[Cell], soak_table: bool) -> Non
             f"servers.limits (cell {limited[0]!r}): container limits need experiment.backend = "
             '"docker"; a host process gets no cgroup limits here'
         )
-    commands = [c.name for c in cells if c.command is not None]
-    if commands and (meta.backend == "docker" or soak_table):
+    commands = [c for c in cells if c.command is not None]
+    if commands and soak_table:
         raise ExperimentError(
-            f"servers (cell {commands[0]!r}): a command server runs as a host process without "
-            '[soak] for now; drop experiment.backend = "docker" / [soak]'
+            f"servers (cell {commands[0].name!r}): a command server runs without [soak] for now; drop [soak]"
         )
+    for c in commands:  # in a container exactly when it names its image: xferbench never builds the user's
+        if meta.backend == "docker" and not c.image:
+            raise ExperimentError(
+                f'servers (cell {c.name!r}): a command server in a container (experiment.backend = "docker") '
+                'needs image = "<its image>", present in the engine (xferbench does not build it)'
+            )
+        if meta.backend != "docker" and c.image:
+            raise ExperimentError(
+                f'servers (cell {c.name!r}): image = {c.image!r} needs experiment.backend = "docker" '
+                "(without it the command runs as a host process)"
+            )
     _check_capabilities(meta, cells, soak_table)
     if meta.profile and any(c.load.mode == "capacity" for c in cells):
         raise ExperimentError(

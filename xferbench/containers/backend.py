@@ -7,6 +7,9 @@ both backends:
 - the server listens on 0.0.0.0 inside the container on its image's ports (deploy/docker/*.Dockerfile), each
   published to a free 127.0.0.1 port; its ready line is read from the container's log stream and its
   addresses rewritten to the published ones, so Locust and the scraper connect as to a host process;
+- a command server (`server = "command"` with the user's `image`) runs its command under the same wrapper
+  (the image needs /bin/sh), each placeholder port published on the same number of 127.0.0.1, and is ready by
+  xferbench/commandserver.py's `ReadyCheck`, polled as for a host process; the rest is the same lifecycle;
 - [servers.limits] become cgroup limits (nano_cpus, mem_limit with no swap beyond it) and the experiment's
   server pinning a cpuset; every container gets `base.ulimits()`;
 - the log stream ends when the container exits: that is `wait()`; then the engine says whether the
@@ -34,7 +37,7 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from xferbench import procfs, servers
+from xferbench import commandserver, procfs, servers
 from xferbench.containers import LABEL, cgroup, images
 from xferbench.containers.base import ulimits
 from xferbench.experiment import Cell, Limits
@@ -59,6 +62,7 @@ WRAPPER = (
 )
 STOP_GRACE_S = 10
 
+# Over 400 lines: one container's whole lifecycle, for our servers and for commands, kept in one class.
 _live: dict[str, Container] = {}
 _live_lock = threading.Lock()
 
@@ -127,6 +131,12 @@ class ContainerServer:
     ) -> None:
         self.name = cell.server
         self._ready_word = servers.get(cell.server).ready_word
+        # A command server (server = "command" with its image): its own command, ports and ready condition.
+        self._launch = commandserver.launch(cell, container_env(cell)) if cell.command is not None else None
+        self._check = commandserver.ReadyCheck(self._launch.ready) if self._launch else None
+        if self._launch:
+            self.name = Path(self._launch.argv[0]).name
+            ready_timeout_s = self._launch.ready.timeout_s
         self.image = image_for(cell)
         self.limits = cell.limits
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -154,26 +164,26 @@ class ContainerServer:
             self._client.images.get(self.image)
         except docker.errors.ImageNotFound:
             self._close_log()
-            raise ServerStartError(f"image {self.image} not found: build it with `xferbench images build`", []) from None
-        # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
-        published: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in ports(cell.server).values()}
+            how = (
+                "pull or build it (xferbench never builds a command's image)"
+                if self._launch
+                else "build it with `xferbench images build`"
+            )
+            raise ServerStartError(f"image {self.image} not found: {how}", []) from None
         labels = {
             LABEL: "runner",
             RUNNER_PID_LABEL: str(os.getpid()),
             "io.xferbench.cell": cell.name,
             "io.xferbench.run": run_label,
         }
-        entry = self._client.images.get(self.image).attrs["Config"].get("Entrypoint") or []
-        if len(entry) != 1:
-            self._close_log()
-            raise ServerStartError(f"image {self.image}: its entrypoint must be the server binary alone, not {entry}", [])
+        argv, env, published = self._inside(cell)
         try:
             container = self._client.containers.create(
                 self.image,
-                [entry[0], *container_argv(cell)],
+                argv,
                 entrypoint=["/bin/sh", "-c", WRAPPER],
                 name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
-                environment=container_env(cell),
+                environment=env,
                 ports=published,
                 labels=labels,
                 detach=True,
@@ -186,6 +196,21 @@ class ContainerServer:
             _live[str(container.id)] = container
         return container
 
+    def _inside(self, cell: Cell) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+        """What the container runs under the wrapper, its environment, and its ports to publish on 127.0.0.1."""
+        if self._launch:
+            # A command's placeholder ports are free host ports: each is published on the same number, so its
+            # ready, metrics and load addresses are the same as for a host process.
+            same = {f"{p}/tcp": ("127.0.0.1", p) for p in self._launch.ports.values()}
+            return self._launch.argv, self._launch.env, same
+        entry = self._client.images.get(self.image).attrs["Config"].get("Entrypoint") or []
+        if len(entry) != 1:
+            self._close_log()
+            raise ServerStartError(f"image {self.image}: its entrypoint must be the server binary alone, not {entry}", [])
+        # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
+        published: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in ports(cell.server).values()}
+        return [entry[0], *container_argv(cell)], container_env(cell), published
+
     def _start(self, timeout_s: float) -> None:
         try:
             self.container.start()
@@ -195,15 +220,33 @@ class ContainerServer:
         wrapper_pid = self._pid = int(self.container.attrs["State"]["Pid"])
         threading.Thread(target=self._drain, name=f"{self.name}-log", daemon=True).start()
         deadline = time.monotonic() + timeout_s
-        while not self._ready_seen.wait(0.05):
+        while not self._is_ready():
             if self._exited.is_set():
-                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready", list(self.tail))
+                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready{self._what()}", list(self.tail))
             if time.monotonic() > deadline:
-                raise ServerStartError(
-                    f"{self.name} printed no ready line within {timeout_s:.0f}s", list(self.tail), timed_out=True
+                what = (
+                    f"was not ready within {timeout_s:g}s: no {self._check.condition()}"
+                    if self._check
+                    else f"printed no ready line within {timeout_s:.0f}s"
                 )
-        self.ready = self._published(self.ready)
+                raise ServerStartError(f"{self.name} {what}", list(self.tail), timed_out=True)
+        if self._launch and self._check:
+            self.ready, self.ready_line = dict(self._launch.addrs), self._check.condition()
+        else:
+            self.ready = self._published(self.ready)
         self._pid = _child(wrapper_pid) or wrapper_pid  # the server itself, under the wrapper
+
+    def _is_ready(self) -> bool:
+        """Our servers: their ready line seen in the log; a command: its condition polled (as on the host)."""
+        if self._check is None:
+            return self._ready_seen.wait(0.05)
+        if self._check.met():
+            return True
+        self._exited.wait(commandserver.CHECK_EVERY_S)
+        return False
+
+    def _what(self) -> str:
+        return f" ({self._check.condition()})" if self._check else ""
 
     def _published(self, inside: dict[str, str]) -> dict[str, str]:
         """The ready line's addresses, each replaced by the 127.0.0.1 port it is published on."""
@@ -237,6 +280,8 @@ class ContainerServer:
                     self.oom_killed = self.oom_killed or self.oom_kills > 0
                     continue
                 self.tail.append(line)
+                if self._check:
+                    self._check.see(line)
                 if self._log:
                     self._log.write(line + "\n")
                     self._log.flush()

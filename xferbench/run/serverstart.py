@@ -1,5 +1,5 @@
-"""Starting a run's server, of whichever kind the cell asks for (a registry server or a command as a host
-process, or a server in a container), the [network] proxy in front of it, and killing everything started."""
+"""Starting a run's server, of whichever kind the cell asks for (a registry server or a command, as a host
+process or in a container), the [network] proxy in front of it, and killing everything started."""
 
 from __future__ import annotations
 
@@ -28,7 +28,25 @@ def container_engine(exp: Experiment) -> docker.DockerClient | None:
     client = engine.ensure()
     backend.remove_orphans(client)
     _ensure_default_images(exp, client)
+    _check_command_images(exp, client)
     return client
+
+
+def _check_command_images(exp: Experiment, client: docker.DockerClient) -> None:
+    """A command server's image is the user's: present in the engine before any run, never built here."""
+    import docker.errors
+
+    from xferbench.containers.engine import EngineError
+
+    for c in exp.cells:
+        if c.command is not None and c.image:
+            try:
+                client.images.get(c.image)
+            except docker.errors.ImageNotFound:
+                raise EngineError(
+                    f"cell {c.name!r}: image {c.image!r} is not in the engine: pull or build it first "
+                    "(xferbench builds only its own servers' images)"
+                ) from None
 
 
 def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None:
@@ -63,7 +81,7 @@ def kill_everything() -> None:
 def start_server(live: Live) -> ServerHandle:
     """The cell's server, up at its ready line (or a command's ready condition). Raises ServerStartError."""
     exp, cell = live.exp, live.run.cell
-    if cell.command is not None:
+    if cell.command is not None and exp.backend != "docker":
         return commandserver.start(cell, live.log("server"), exp.pinning.server or None)
     if exp.backend != "docker":
         return Server(
