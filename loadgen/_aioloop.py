@@ -1,9 +1,10 @@
 """One asyncio event loop per Locust process, on its own OS thread, where the gRPC users' calls run (grpc.aio).
 
 Why: under gevent, grpcio's blocking calls run on gevent's thread pool, one hand-off to a thread and back per
-call (BENCHMARKS.md "Locust users vs ghz"). Here the users (greenlets) hand coroutines to one loop, which keeps
-many calls in flight on grpc.aio; results come back in batches through one gevent async watcher (the hub's
-thread-safe way in), and only the user greenlets touch Locust's events and statistics.
+call; that former path (removed) fell to about 1% of ghz's Echo rate (BENCHMARKS.md "Locust users vs ghz").
+Here the users (greenlets) hand coroutines to one loop, which keeps many calls in flight on grpc.aio; results
+come back in batches through one gevent async watcher (the hub's thread-safe way in), and only the user
+greenlets touch Locust's events and statistics.
 
 Locust monkey-patches `threading`, so a `threading.Thread` is a greenlet of the thread that starts it; grpc.aio
 starts its completion-queue poller with `threading.Thread`, which would then block the loop's own thread. The

@@ -89,8 +89,8 @@ def start_check(cfg: Config, host: str | None, transport: str | None) -> None:
     templates(parse_calls(cfg.call), cfg.data)  # a mix's --xfer-data keys: checked without the server too
     if transport is None or host is None:
         return
-    if transport != "grpc" or cfg.grpc_engine != "aio":
-        raise ValueError("--xfer-call calls gRPC methods on grpc.aio: it needs a grpc:// host and --xfer-grpc-engine aio")
+    if transport != "grpc":
+        raise ValueError("--xfer-call calls gRPC methods on grpc.aio: it needs a grpc:// host")
     prepare(cfg, host)
 
 
@@ -166,4 +166,4 @@ class CallUser(XferUser):
         return (lambda aio: _labelled(aio, method, requests)), finish
 
     def run_once(self) -> int:
-        raise XferError("internal", "--xfer-call runs on --xfer-grpc-engine aio only")  # start_check refuses it
+        raise XferError("internal", "--xfer-call runs on the grpc.aio loop only")  # start_check refuses frame://

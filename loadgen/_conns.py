@@ -5,7 +5,7 @@
 - call: a new connection for each operation, closed after it (the connect is inside the operation's time).
 - pool:N: N connections per process. A frame connection carries one operation at a time (FrameClient is not
   shared by greenlets), so a user borrows one and waits when all N are lent; a gRPC channel multiplexes, so
-  operations are spread over the N channels in turn.
+  operations are spread over the N channels in turn (on the grpc.aio loop, loadgen._aioloop).
 
 Every gRPC channel here gets a subchannel pool of its own: with grpcio's default (global) pool, all channels
 of a process to the same address share one TCP connection, and every strategy would be "one per process".
@@ -24,26 +24,17 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import gevent.lock
 import gevent.queue
 import grpc
 import grpc.aio
 
 from loadgen._grpc_aio import AioClient, Outcome
 from loadgen._options import Config
-from py_client import FrameClient, GrpcClient, XferError, parse_target
+from py_client import FrameClient, XferError, parse_target
 
 # (reconnect?) -> None: one connection made.
 Count = Callable[[bool], None]
 CHANNEL_OPTIONS: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]
-
-
-def check_engine(cfg: Config, transport: str) -> None:
-    """ValueError for a combination that cannot be run cleanly."""
-    if transport == "grpc" and cfg.grpc_engine == "gevent" and cfg.connections.kind == "call":
-        raise ValueError("--xfer-connections call with --xfer-grpc-engine gevent: grpcio's blocking channels report "
-                         "their state through a polling thread that misses the READY of short-lived channels, so "
-                         "the connections made could not be counted; use --xfer-grpc-engine aio, or user or pool:N")
 
 
 class CountedFrameClient(FrameClient):
@@ -61,25 +52,6 @@ class CountedFrameClient(FrameClient):
         self._count(self._made)
         self._made = True
         return sock
-
-
-class CountedGrpcClient(GrpcClient):
-    """A blocking GrpcClient (--xfer-grpc-engine gevent) on its own connection, reporting each READY."""
-
-    def __init__(self, address: str, count: Count, *, timeout: float) -> None:
-        super().__init__(address, timeout=timeout, options=CHANNEL_OPTIONS)
-        self._count = count
-        self._made = False
-        self._channel.subscribe(self._changed, try_to_connect=False)
-
-    def _changed(self, state: grpc.ChannelConnectivity) -> None:
-        if state is grpc.ChannelConnectivity.READY:
-            self._count(self._made)
-            self._made = True
-
-    def close(self) -> None:
-        self._channel.unsubscribe(self._changed)
-        super().close()
 
 
 class CountedAioClient(AioClient):
@@ -145,33 +117,26 @@ class AioPool:
         return client
 
 
-class SyncPool:
-    """--xfer-connections pool:N for the greenlet users (frame, gRPC gevent): frame connections are lent to one
-    operation at a time, gRPC channels are shared in turn. Clients are made on first use under a lock: making a
-    gRPC client starts its state-watching thread, which yields to other greenlets."""
+class FramePool:
+    """--xfer-connections pool:N for the frame users (greenlets): each connection is lent to one operation at a
+    time. Clients are made on first use; making one does not connect, so it never yields to another greenlet."""
 
     def __init__(self, cfg: Config, host: str, count: Count) -> None:
         self._cfg, self._host, self._count = cfg, host, count
         self._timeout = cfg.timeout
-        self._shared = parse_target(host).scheme == "grpc"
-        self._clients: list[Any] = [None] * cfg.connections.size
-        self._making = gevent.lock.Semaphore()
-        self._turn = itertools.cycle(range(cfg.connections.size))
+        self._clients: list[CountedFrameClient | None] = [None] * cfg.connections.size
         self._free: gevent.queue.Queue[int] = gevent.queue.Queue()
         for i in range(cfg.connections.size):
             self._free.put(i)
 
-    def _client(self, i: int) -> Any:
-        with self._making:
-            if self._clients[i] is None:
-                self._clients[i] = make_client(self._cfg, self._host, self._count)
-            return self._clients[i]
+    def _client(self, i: int) -> CountedFrameClient:
+        client = self._clients[i]
+        if client is None:
+            client = self._clients[i] = make_client(self._cfg, self._host, self._count)
+        return client
 
     @contextmanager
-    def borrow(self) -> Iterator[Any]:
-        if self._shared:
-            yield self._client(next(self._turn))
-            return
+    def borrow(self) -> Iterator[CountedFrameClient]:
         try:
             i = self._free.get(timeout=self._timeout)
         except gevent.queue.Empty:
@@ -183,9 +148,6 @@ class SyncPool:
             self._free.put(i)
 
 
-def make_client(cfg: Config, host: str, count: Count) -> Any:
-    """A greenlet user's client (frame, or gRPC with the gevent engine) that counts its connections."""
-    t = parse_target(host)
-    if t.scheme == "grpc":
-        return CountedGrpcClient(t.address, count, timeout=cfg.timeout)
-    return CountedFrameClient(t.address, count, inflight=cfg.inflight, timeout=cfg.timeout)
+def make_client(cfg: Config, host: str, count: Count) -> CountedFrameClient:
+    """A frame user's client that counts its connections (gRPC users run on the aio loop instead)."""
+    return CountedFrameClient(parse_target(host).address, count, inflight=cfg.inflight, timeout=cfg.timeout)

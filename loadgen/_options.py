@@ -181,16 +181,6 @@ def parse_grpc_inflight(text: str) -> int:
     return n
 
 
-GRPC_ENGINES = ("aio", "gevent")
-
-
-def parse_grpc_engine(text: str) -> str:
-    if text not in GRPC_ENGINES:
-        raise ValueError(f"--xfer-grpc-engine {text!r}: want aio (grpc.aio on one event-loop thread) or gevent "
-                         "(blocking calls on gevent's thread pool, one call per user)")
-    return text
-
-
 CONNECTIONS_HELP = ("user (one connection per Locust user for its life), call (a new connection per operation, "
                     "closed after it) or pool:N (N connections per Locust process, 1..1024, that the users borrow)")
 
@@ -394,11 +384,8 @@ OPTIONS: tuple[XferOption, ...] = (
     XferOption("inflight", "8", parse_inflight,
                "Calls in flight per frame connection (pipelining depth), 1..1024; gRPC multiplexes by itself"),
     XferOption("grpc_inflight", "4", parse_grpc_inflight,
-               "gRPC calls (whole operations) in flight per user with --xfer-grpc-engine aio, 1..1024; each is "
+               "gRPC calls (whole operations) in flight per user, 1..1024; each is "
                "still one Locust request timed from its own start to its end"),
-    XferOption("grpc_engine", "aio", parse_grpc_engine,
-               "How gRPC users call: aio = grpc.aio on one event-loop thread per Locust process (fast); "
-               "gevent = grpcio's blocking calls on gevent's thread pool (the former path)"),
     XferOption("connections", "user", parse_connections,
                "Connection strategy: " + CONNECTIONS_HELP + "; gRPC channels get a connection each (a local "
                "subchannel pool), frame pools lend a connection to one operation at a time, gRPC pools spread "
@@ -444,9 +431,18 @@ OPTIONS: tuple[XferOption, ...] = (
 )
 BY_KEY: dict[str, XferOption] = {o.key: o for o in OPTIONS}
 
+# Options that are gone, by key, and what to say to anyone still giving one: argparse's "unrecognized
+# arguments" would not tell a user that the option once existed and what replaced it.
+REMOVED: dict[str, str] = {
+    "grpc_engine": ("--xfer-grpc-engine was removed: gRPC users always run on grpc.aio (the former gevent path "
+                    "reached about 1% of ghz's rate; BENCHMARKS.md \"Locust users vs ghz\")"),
+}
+
 
 def option(key: str) -> XferOption:
-    """The option called `key` (`sizes` for --xfer-sizes); KeyError names the known ones."""
+    """The option called `key` (`sizes` for --xfer-sizes); KeyError names the known ones (or why it is gone)."""
+    if key in REMOVED:
+        raise KeyError(REMOVED[key])
     try:
         return BY_KEY[key]
     except KeyError:
@@ -472,7 +468,6 @@ class Config:
     chunk: int
     inflight: int
     grpc_inflight: int
-    grpc_engine: str
     connections: Connections
     verify: bool
     profile: str
@@ -507,11 +502,24 @@ def _argparse_type(opt: XferOption) -> Callable[[str], str]:
     return check
 
 
+def _removed_action(message: str) -> type[argparse.Action]:
+    class Refuse(argparse.Action):
+        def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+            raise argparse.ArgumentError(None, message)  # None: the message names the option itself
+
+    return Refuse
+
+
 def register(parser: Any) -> None:
-    """Adds every option to Locust's parser (a configargparse parser: env_var is its keyword)."""
+    """Adds every option to Locust's parser (a configargparse parser: env_var is its keyword), and the removed
+    ones as hidden options that refuse any use, with or without a value, saying why."""
     for opt in OPTIONS:
         parser.add_argument(opt.flag, dest=opt.dest, type=_argparse_type(opt), default=opt.default,
                             help=f"{opt.help} (default: {opt.default or 'none'})", env_var=opt.env_var)
+    for key, message in REMOVED.items():
+        gone = XferOption(key, "", parse_text, "")
+        parser.add_argument(gone.flag, dest=gone.dest, nargs="?", default=None, help=argparse.SUPPRESS,
+                            env_var=gone.env_var, action=_removed_action(message), include_in_web_ui=False)
 
 
 def config_from(values: object) -> Config:

@@ -4,9 +4,10 @@ A whole operation (one Upload, Download or Echo) is reported to Locust's statist
 histograms; the chunk calls inside a transfer (UploadChunk, DownloadChunk) go to the client histograms
 only, so Locust's table and its Aggregated row count whole operations, each once.
 
-gRPC users (--xfer-grpc-engine aio, the default) run their calls on the process's grpc.aio event-loop thread
-(loadgen._aioloop), up to --xfer-grpc-inflight operations in flight per user; each operation is timed on the
-loop from its own start to its own end and reported here, by the user's greenlet, as one Locust request.
+gRPC users run their calls on the process's grpc.aio event-loop thread (loadgen._aioloop), up to
+--xfer-grpc-inflight operations in flight per user; each operation is timed on the loop from its own start to
+its own end and reported here, by the user's greenlet, as one Locust request. Frame users call in their own
+greenlet.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 
 import gevent
 import gevent.event
-import grpc.experimental.gevent as grpc_gevent
 from locust import User, constant, task
 
 from loadgen import _conns
@@ -29,8 +29,6 @@ from loadgen._grpc_aio import AioClient, Outcome
 from loadgen._process import XferProcess, current
 from py_client import XferError, parse_target
 from py_client.results import TransferResult
-
-grpc_gevent.init_gevent()  # before any channel exists: grpcio's completion queue polled by gevent
 
 BACKOFF_CODES = ("unavailable", "deadline_exceeded")
 DRAIN_GRACE = 5.0  # seconds past --xfer-timeout that a stopping user waits for its calls in flight
@@ -97,10 +95,9 @@ class XferUser(User):
         self.transport = check_host(self.environment.host)
         cfg = self.xfer.config
         kind = cfg.connections.kind
-        _conns.check_engine(cfg, self.transport)  # the web UI's host is known only here
         self.xfer.payload()  # the content buffer, made once before any call is timed
         self.address = parse_target(self.environment.host).address
-        if self.transport == "grpc" and cfg.grpc_engine == "aio":
+        if self.transport == "grpc":
             self.loop = loop_thread()
             if kind == "user":
                 address, count = self.address, self.xfer.recorder.connection
@@ -111,7 +108,7 @@ class XferUser(User):
         if kind == "user":
             self.client = _conns.make_client(cfg, self.environment.host, self._count)
         elif kind == "pool" and self.xfer.pool is None:  # made without yielding: no other user can race it
-            self.xfer.pool = _conns.SyncPool(cfg, self.environment.host, self._count)
+            self.xfer.pool = _conns.FramePool(cfg, self.environment.host, self._count)
 
     @staticmethod
     async def _make_client(address: str, timeout: float, count: Callable[[str, bool], None]) -> AioClient:
@@ -120,7 +117,7 @@ class XferUser(User):
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        """The client one operation of a greenlet user runs on, by --xfer-connections."""
+        """The client one operation of a frame user runs on, by --xfer-connections."""
         kind = self.xfer.config.connections.kind
         if kind == "user":
             yield self.client

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # One headless Locust process against ghz on the same pinned xferd-go, in alternating rounds (BENCHMARKS.md
 # "Locust users vs ghz"): gRPC Echo 256 B (16 users vs -c 16) and Upload 8 MiB in 1 MiB chunks (4 users vs -c 4).
-# Locust runs twice per case: "before" = --xfer-grpc-engine gevent (grpcio's blocking calls on gevent's thread
-# pool), "after" = the grpc.aio loop thread with the default --xfer-grpc-inflight (and AFTER_ARGS, if given).
-# Each run prints its rate, the generator's CPU (cores) and its ratio to ghz; medians at the end.
+# Locust's gRPC users run on its grpc.aio loop thread with the default --xfer-grpc-inflight (and LOCUST_ARGS, if
+# given). For Echo, ghz also runs with --connections 16 ("ghz-c16"): Locust's 16 users hold 16 connections,
+# while ghz's 16 workers share one connection by default, so plain ghz alone is not the like-for-like figure.
+# Each run prints its rate and the generator's CPU (cores); medians and the ratios to ghz at the end.
 #
 #   scripts/bench/locust.sh                      # ROUNDS=3 RUN_SECONDS=10 SERVER_CPUS=0 GEN_CPUS=1
-#   ROUNDS=5 AFTER_ARGS="--xfer-grpc-inflight 1" scripts/bench/locust.sh
+#   ROUNDS=5 LOCUST_ARGS="--xfer-grpc-inflight 1" scripts/bench/locust.sh
 source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${RUN_SECONDS:-10}
-AFTER_ARGS=${AFTER_ARGS:-}
+LOCUST_ARGS=${LOCUST_ARGS:-}
 LOCUST=$BENCH_ROOT/.venv/bin/locust
 GHZ=$BENCH_BIN/ghz
 need "$LOCUST" "make build"
@@ -67,7 +68,10 @@ record() { RATES[$1]+=" $2"; CPUS[$1]+=" $3"; }
 
 ECHO=(-u 16 -r 16 --xfer-mix echo:1 --xfer-echo-size 256)
 UPLOAD=(-u 4 -r 4 --xfer-mix upload:1 --xfer-sizes 8MiB --xfer-chunk 1MiB)
-printf '%-7s %-6s %-7s %12s %9s\n' round case gen rate gen_cpu
+# gens CASE: the generators of a case, in the order of an odd round.
+gens() { if [ "$1" = echo ]; then echo "locust ghz ghz-c16"; else echo "locust ghz"; fi; }
+
+printf '%-7s %-6s %-8s %12s %9s\n' round case gen rate gen_cpu
 for r in $(seq 1 "$ROUNDS"); do
   for case in echo upload; do
     if [ "$case" = echo ]; then
@@ -76,16 +80,19 @@ for r in $(seq 1 "$ROUNDS"); do
       args=("${UPLOAD[@]}"); ghz_args=(--call xfer.v1.FileTransfer.Upload -D "$BENCH_TMP/upload.json" -c 4)
     fi
     # Alternate the order within a round so no generator always runs first on a warm (or cold) server.
-    order=(before after ghz); [ $((r % 2)) = 0 ] && order=(ghz after before)
+    read -r -a order <<<"$(gens "$case")"
+    if [ $((r % 2)) = 0 ]; then
+      reversed=(); for gen in "${order[@]}"; do reversed=("$gen" "${reversed[@]}"); done; order=("${reversed[@]}")
+    fi
     for gen in "${order[@]}"; do
       case $gen in
-        before) locust_rate "$BENCH_TMP/run.log" "${args[@]}" --xfer-grpc-engine gevent ;;
-        # shellcheck disable=SC2086  # AFTER_ARGS: words on purpose
-        after) locust_rate "$BENCH_TMP/run.log" "${args[@]}" --xfer-grpc-engine aio $AFTER_ARGS ;;
+        # shellcheck disable=SC2086  # LOCUST_ARGS: words on purpose
+        locust) locust_rate "$BENCH_TMP/run.log" "${args[@]}" $LOCUST_ARGS ;;
         ghz) ghz_rate "$BENCH_TMP/run.log" "${ghz_args[@]}" ;;
+        ghz-c16) ghz_rate "$BENCH_TMP/run.log" "${ghz_args[@]}" --connections 16 ;;
       esac
       record "$case-$gen" "$RATE" "$GEN_CPU"
-      printf '%-7s %-6s %-7s %12.1f %9.2f\n' "$r" "$case" "$gen" "$RATE" "$GEN_CPU"
+      printf '%-7s %-6s %-8s %12.1f %9.2f\n' "$r" "$case" "$gen" "$RATE" "$GEN_CPU"
     done
   done
 done
@@ -93,13 +100,17 @@ stop_server
 
 echo
 echo "medians over $ROUNDS rounds (${SECONDS_PER_RUN} s runs; server on CPUs $SERVER_CPUS, generators on $GEN_CPUS)"
-printf '%-7s %-7s %12s %9s %9s\n' case gen "req/s" gen_cpu "x ghz"
+printf '%-7s %-8s %12s %9s %9s %9s\n' case gen "req/s" gen_cpu "x ghz" "x ghz-c16"
 for case in echo upload; do
   # shellcheck disable=SC2086  # the recorded lists are space-separated on purpose
   g=$(median ${RATES[$case-ghz]})
-  for gen in before after ghz; do
+  g16=-
+  # shellcheck disable=SC2086
+  [ -n "${RATES[$case-ghz-c16]:-}" ] && g16=$(median ${RATES[$case-ghz-c16]})
+  for gen in $(gens "$case"); do
     # shellcheck disable=SC2086
     m=$(median ${RATES[$case-$gen]}); c=$(median ${CPUS[$case-$gen]})
-    printf '%-7s %-7s %12.1f %9.2f %9s\n' "$case" "$gen" "$m" "$c" "$(ratio "$m" "$g")"
+    x16=-; [ "$g16" != - ] && x16=$(ratio "$m" "$g16")
+    printf '%-7s %-8s %12.1f %9.2f %9s %9s\n' "$case" "$gen" "$m" "$c" "$(ratio "$m" "$g")" "$x16"
   done
 done

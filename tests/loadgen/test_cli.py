@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from loadgen import command_line, option
 from tests.loadgen.inprocess import accepted, refusal
 from tests.loadgen.support import run_locust
 
@@ -20,7 +21,6 @@ BAD_OPTIONS = [
     (["--xfer-chunk", "8MiB"], "argument --xfer-chunk"),
     (["--xfer-inflight", "0"], "argument --xfer-inflight"),
     (["--xfer-grpc-inflight", "0"], "argument --xfer-grpc-inflight"),
-    (["--xfer-grpc-engine", "threads"], "--xfer-grpc-engine 'threads': want aio"),
     (["--xfer-verify", "maybe"], "--xfer-verify 'maybe': want on or off"),
     (["--xfer-profile", "wave"], "--xfer-profile 'wave': want one of steady, ramp, step, spike, soak"),
     (["--xfer-mix", "upload:1,stat:1"], "argument --xfer-mix"),
@@ -62,8 +62,40 @@ def test_good_options_pass_the_checks() -> None:
     assert transport == "grpc" and cfg.profile == "steady"
 
 
+GRPC_ENGINE_REMOVED = "--xfer-grpc-engine was removed: gRPC users always run on grpc.aio"
+
+
+@pytest.mark.parametrize("given", [["gevent"], ["aio"], []])
+def test_the_removed_grpc_engine_option_is_refused_by_name(given: list[str],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Any use of the removed option, even its former default or no value, is one line saying it was removed
+    (not argparse's "unrecognized arguments")."""
+    err = refusal([*BASE, *HOST, "--xfer-grpc-engine", *given], capsys)
+    (line,) = [ln for ln in err.splitlines() if "error:" in ln]
+    assert line.endswith(GRPC_ENGINE_REMOVED + " (the former gevent path reached about 1% of ghz's rate; "
+                         'BENCHMARKS.md "Locust users vs ghz")'), err
+    assert "unrecognized" not in err, err
+
+
+def test_the_removed_grpc_engine_option_is_refused_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LOCUST_XFER_GRPC_ENGINE", "gevent")
+    assert GRPC_ENGINE_REMOVED in refusal([*BASE, *HOST], capsys)
+
+
+def test_the_runner_is_told_the_grpc_engine_option_was_removed() -> None:
+    """An experiment's [load] key reaches the Locust command line through command_line/option."""
+    with pytest.raises(KeyError, match=GRPC_ENGINE_REMOVED):
+        option("grpc_engine")
+    with pytest.raises(KeyError, match=GRPC_ENGINE_REMOVED):
+        command_line({"sizes": "1MiB", "grpc_engine": "aio"})
+    with pytest.raises(KeyError, match="no option --xfer-grpc-engines; known: sizes"):
+        option("grpc_engines")  # a mistyped name still lists the known ones
+
+
 @pytest.mark.parametrize(("args", "message"), [
     ([*BASE, *HOST, "--xfer-sizes", "10XB"], "argument --xfer-sizes: --xfer-sizes '10XB'"),  # argparse
+    ([*BASE, *HOST, "--xfer-grpc-engine", "gevent"], GRPC_ENGINE_REMOVED),  # argparse, loadgen's own action
     ([*BASE, "--host", "grpc://127.0.0.1"], "has no port"),  # start_checks, from Locust's init event
     ([a for a in BASE if a not in ("-t", "1s")] + [*HOST, "--xfer-profile", "ramp"],
      "--xfer-profile ramp needs -t/--run-time"),

@@ -3,7 +3,7 @@ the ones the server accepted (xfer_connections_accepted_total), and as many as t
 
 Every run gets a server of its own (so what it accepted is what that run made) and goes through the session's
 `runs` (tests/loadgen/harness.py): two Locust processes at a time. Refusals of --xfer-connections values are
-checked in-process, with one real `locust` to prove the check is the one the command runs."""
+checked in-process (tests/loadgen/test_cli.py proves the `locust` command refuses through the same parser)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.loadgen.harness import Runs, in_background, runs_for
-from tests.loadgen.inprocess import accepted, refusal
+from tests.loadgen.inprocess import refusal
 from tests.loadgen.support import (
     Sample,
     fetch,
@@ -34,9 +34,8 @@ RUN_S = 1
 USERS = 3
 GRPC_INFLIGHT = 2
 SERVER_ARGS = {"xferd-go": ["--store=mem"], "xferd-c": []}
-# (server, transport, gRPC engine)
-SETUPS = [("xferd-go", "frame", "aio"), ("xferd-c", "frame", "aio"), ("xferd-go", "grpc", "aio"),
-          ("xferd-go", "grpc", "gevent")]
+# (server, transport)
+SETUPS = [("xferd-go", "frame"), ("xferd-c", "frame"), ("xferd-go", "grpc")]
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +81,9 @@ def _echo_run(tmp: Path, name: str, transport: str, users: int, options: list[st
     return Run(r, accepted, _dumps(tmp), server_metrics)
 
 
-def _strategy_run(tmp: Path, setup: tuple[str, str, str], strategy: str, users: int = USERS) -> Run:
-    name, transport, engine = setup
-    return _echo_run(tmp, name, transport, users, ["--xfer-connections", strategy, "--xfer-grpc-engine", engine,
+def _strategy_run(tmp: Path, setup: tuple[str, str], strategy: str, users: int = USERS) -> Run:
+    name, transport = setup
+    return _echo_run(tmp, name, transport, users, ["--xfer-connections", strategy,
                                                    "--xfer-grpc-inflight", str(GRPC_INFLIGHT)])
 
 
@@ -104,14 +103,14 @@ def _promtool_clean(text: str) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _ids(setup: tuple[str, str, str]) -> str:
+def _ids(setup: tuple[str, str]) -> str:
     return "-".join(setup)
 
 
 @pytest.mark.parametrize("setup", SETUPS, ids=_ids)
 @in_background(lambda tmp, setup: _strategy_run(tmp, setup, "user"))
 def test_user_opens_one_connection_per_user(runs: Runs, request: pytest.FixtureRequest,
-                                            setup: tuple[str, str, str]) -> None:
+                                            setup: tuple[str, str]) -> None:
     transport = setup[1]
     run = runs[request.node]
     accepted, done, client = _checked(run)
@@ -144,7 +143,7 @@ def test_grpc_users_get_a_connection_each_by_default(runs: Runs, request: pytest
 @pytest.mark.parametrize("setup", SETUPS, ids=_ids)
 @in_background(lambda tmp, setup: _strategy_run(tmp, setup, "pool:4", users=6))
 def test_pool_opens_exactly_its_size(runs: Runs, request: pytest.FixtureRequest,
-                                     setup: tuple[str, str, str]) -> None:
+                                     setup: tuple[str, str]) -> None:
     transport = setup[1]
     accepted, done, client = _checked(runs[request.node])
     assert done > 0
@@ -153,15 +152,15 @@ def test_pool_opens_exactly_its_size(runs: Runs, request: pytest.FixtureRequest,
     assert total(client, "xfer_client_reconnects_total", transport=transport) == 0
 
 
-@pytest.mark.parametrize("setup", [s for s in SETUPS if s[2] == "aio"], ids=_ids)
+@pytest.mark.parametrize("setup", SETUPS, ids=_ids)
 @in_background(lambda tmp, setup: _strategy_run(tmp, setup, "call"))
 def test_call_opens_one_connection_per_operation(runs: Runs, request: pytest.FixtureRequest,
-                                                 setup: tuple[str, str, str]) -> None:
+                                                 setup: tuple[str, str]) -> None:
     transport = setup[1]
     accepted, done, client = _checked(runs[request.node])
     assert done > 10
     # An operation cut off by the stop has its connection but no report: at most one per user on frame (one
-    # operation at a time), GRPC_INFLIGHT per user on gRPC aio (whose users report theirs before stopping).
+    # operation at a time), GRPC_INFLIGHT per user on gRPC (whose users report theirs before stopping).
     in_flight = USERS * (GRPC_INFLIGHT if transport == "grpc" else 1)
     assert done <= accepted <= done + in_flight
     # A connect the stop cut off (the kernel finished the handshake, the greenlet was killed before it counted).
@@ -174,26 +173,6 @@ def test_call_opens_one_connection_per_operation(runs: Runs, request: pytest.Fix
 # ---- refusals: no server needed --------------------------------------------------------------------------
 
 REFUSAL_BASE = ["--headless", "-t", "1s", "-u", "1", "--xfer-metrics-port", "off"]
-GEVENT_CALL = ["--xfer-connections", "call", "--xfer-grpc-engine", "gevent"]
-GEVENT_CALL_REFUSED = "--xfer-connections call with --xfer-grpc-engine gevent"
-
-
-def test_call_on_the_gevent_engine_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    err = refusal([*REFUSAL_BASE, "--host", "grpc://127.0.0.1:1", *GEVENT_CALL], capsys)
-    assert GEVENT_CALL_REFUSED in err, err
-    # Only gRPC's blocking channels miss the READY of a short-lived channel: frame takes call with either.
-    cfg, transport = accepted([*REFUSAL_BASE, "--host", "frame://127.0.0.1:1", *GEVENT_CALL])
-    assert transport == "frame" and str(cfg.connections) == "call" and cfg.grpc_engine == "gevent"
-
-
-@in_background(lambda tmp: run_locust(["--headless", "-t", "1s", "-u", "1", "--xfer-metrics-port", "0",
-                                       "--host", "grpc://127.0.0.1:1", *GEVENT_CALL], timeout=60))
-def test_the_locust_command_refuses_call_on_the_gevent_engine(runs: Runs, request: pytest.FixtureRequest) -> None:
-    """The real command runs the same start-up check, from Locust's init event."""
-    r = runs[request.node]
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert GEVENT_CALL_REFUSED in r.stderr, r.stderr[-2000:]
-    assert "xfer-metrics role=" not in r.stderr  # stopped before the metrics endpoint, before any user
 
 
 @pytest.mark.parametrize("bad", ["pool:0", "pool:x", "foo", "pool:", "pool:1025"])

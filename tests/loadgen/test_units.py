@@ -54,9 +54,6 @@ def test_small_options() -> None:
     for bad in ("0", "x", "1025"):
         with pytest.raises(ValueError, match="--xfer-grpc-inflight"):
             xo.parse_grpc_inflight(bad)
-    assert [xo.parse_grpc_engine(e) for e in ("aio", "gevent")] == ["aio", "gevent"]
-    with pytest.raises(ValueError, match="--xfer-grpc-engine 'sync': want aio"):
-        xo.parse_grpc_engine("sync")
     assert xo.parse_verify("on") is True and xo.parse_verify("off") is False
     with pytest.raises(ValueError, match="--xfer-verify 'maybe': want on or off"):
         xo.parse_verify("maybe")
