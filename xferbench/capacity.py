@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from xferbench.figures import GEN_IDLE_MIN_CORES
+from xferbench.metrics import CAPACITY_PRECISION, GEN_IDLE_MIN_CORES
 
 ACHIEVED_MIN = 0.95  # a step whose achieved rate is below 95% of the offered one did not keep up
-PRECISION = 0.10  # the search stops when the best passing and lowest failing rates are this close
+PRECISION = CAPACITY_PRECISION
 MIN_RATE_FRACTION = 1 / 16  # how far below the first step the search goes before giving up
 
 FOUND = "found"

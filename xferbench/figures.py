@@ -9,15 +9,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from xferbench.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
 from xferbench.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
 # loadgen's per-chunk records (loadgen/_recorder.py): by name, since any other method (a user's own, via
 # [load] call or locustfile) is a whole operation, whatever its name ends with
 CHUNK_METHODS = ("UploadChunk", "DownloadChunk")
-GEN_SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
-# ... and so is one whose CPUs had less than this left idle, however little of them it got: on a virtual
-# machine the hypervisor steals time, so a generator with no CPU left can show well under 0.9 cores of its own.
-GEN_IDLE_MIN_CORES = 0.1
 
 
 def generator_saturated(gen_cpu_cores: float | None, gen_idle_cores: float | None) -> bool:

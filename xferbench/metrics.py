@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from xferbench import capacity
-
 Better = Literal["lower", "higher", "none"]
 Role = Literal["ranked", "compared", "diagnostic"]
 # How the measured window becomes this one number (figures.py; the cgroup's for ctr_*), for the reader of a
@@ -32,6 +30,15 @@ Role = Literal["ranked", "compared", "diagnostic"]
 # gauge's samples; "life" a counter over the server's whole life (its container's cgroup); "search" the
 # outcome of a capacity search, over many windows.
 Window = Literal["rate", "quantile", "count", "per-unit", "mean", "peak", "life", "search"]
+
+# The instrument's limits, read by the figures, the runner's warnings and the summary.
+GEN_SATURATED_CORES = 0.9  # a Locust process above 0.9 cores is the bottleneck, not the server
+# ... and so is one whose CPUs had less than this left idle, however little of them it got: on a virtual
+# machine the hypervisor steals time, so a generator with no CPU left can show well under 0.9 cores of its own.
+GEN_IDLE_MIN_CORES = 0.1
+# A capacity search stops when its best passing and lowest failing rates are this close (relative): the
+# resolution of the capacity figure.
+CAPACITY_PRECISION = 0.10
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,7 @@ METRICS: tuple[Metric, ...] = (
            short="CPU/req", column=True, bar=True),
     Metric("server_cpu_per_gib_s", "server CPU per GiB", "s", "lower", "ranked", "per-unit", bar=True),
     Metric("capacity_rps", "capacity at SLO", "req/s", "higher", "ranked", "search", short="capacity", column=True,
-           bar=True, resolution=capacity.PRECISION),
+           bar=True, resolution=CAPACITY_PRECISION),
     Metric("client_qps", "client QPS", "req/s", "higher", "ranked", "rate", short="QPS", column=True, bar=True),
     Metric("client_bytes_per_s", "client bytes/s", "B/s", "higher", "compared", "rate", short="bytes/s", column=True,
            bar=True),

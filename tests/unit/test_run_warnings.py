@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xferbench import experiment as xe
-from xferbench import figures, report, runner
+from xferbench import metrics, report, runner
 from xferbench.report import tables
 from xferbench.row import RunRow
 
@@ -44,10 +44,10 @@ def measured(**figs: float | None) -> RunRow:
 @pytest.mark.parametrize("cores", [0.95, 1.7])
 def test_a_saturated_generator_is_a_warning_with_its_unit(cores: float) -> None:
     (w,) = [w for w in runner.warnings(measured(gen_cpu_cores=cores), cell(CLOSED)) if "saturated" in w]
-    assert w.startswith(f"load generator saturated: {cores:.2f} cores (> {figures.GEN_SATURATED_CORES:g} cores)")
+    assert w.startswith(f"load generator saturated: {cores:.2f} cores (> {metrics.GEN_SATURATED_CORES:g} cores)")
 
 
-@pytest.mark.parametrize("cores", [None, 0.2, figures.GEN_SATURATED_CORES])
+@pytest.mark.parametrize("cores", [None, 0.2, metrics.GEN_SATURATED_CORES])
 def test_below_the_line_there_is_no_saturation_warning(cores: float | None) -> None:
     assert not [w for w in runner.warnings(measured(gen_cpu_cores=cores), cell(CLOSED)) if "saturated" in w]
 

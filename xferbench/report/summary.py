@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xferbench import runmeta, stats
-from xferbench.figures import GEN_SATURATED_CORES
-from xferbench.metrics import BY_NAME, METRICS, RANKED
+from xferbench.metrics import BY_NAME, GEN_SATURATED_CORES, METRICS, RANKED
 from xferbench.row import RunRow
 from xferbench.runmeta import RunMeta, RunMetaError
 

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xferbench import capacity, figures, servers, soak
+from xferbench import capacity, figures, metrics, servers, soak
 from xferbench.experiment import Cell, Experiment
 from xferbench.matrix import Run
 from xferbench.process import ServerStartError
@@ -165,7 +165,7 @@ def _capacity(live: Live) -> None:
         )
 
     res = capacity.search(
-        measure_step, load.rate_per_second or 0.0, load.slo_p99 or 0.0, load.slo_failures, figures.GEN_SATURATED_CORES
+        measure_step, load.rate_per_second or 0.0, load.slo_p99 or 0.0, load.slo_failures, metrics.GEN_SATURATED_CORES
     )
     row.capacity_status = res.status
     row.capacity_steps = [s.to_json() for s in res.steps]
@@ -189,12 +189,12 @@ def warnings(row: RunRow, cell: Cell) -> list[str]:
     if gen is not None and cell.load.processes > 1:  # Locust distributed: the mean of its worker processes
         gen /= cell.load.processes
     if figures.generator_saturated(gen, idle):
-        if gen is not None and gen > figures.GEN_SATURATED_CORES:
+        if gen is not None and gen > metrics.GEN_SATURATED_CORES:
             each = " per Locust process" if cell.load.processes > 1 else ""
-            why = f"{gen:.2f} cores{each} (> {figures.GEN_SATURATED_CORES:g} cores)"
+            why = f"{gen:.2f} cores{each} (> {metrics.GEN_SATURATED_CORES:g} cores)"
         else:
             why = (
-                f"its CPUs {idle or 0:.2f} cores idle (< {figures.GEN_IDLE_MIN_CORES:g}), "
+                f"its CPUs {idle or 0:.2f} cores idle (< {metrics.GEN_IDLE_MIN_CORES:g}), "
                 f"{row.gen_cpus_steal_cores or 0:.2f} stolen, {row.gen_cpu_cores or 0:.2f} cores its own"
             )
         w.append(f"load generator saturated: {why}; the figures may describe the generator rather than the server")
