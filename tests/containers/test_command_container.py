@@ -124,6 +124,10 @@ def test_what_a_command_in_a_container_cannot_be_is_refused_before_any_run(
         _exp(images["xferd-go"], head=HEAD.replace('backend = "docker"\n', ""), limits="")
     with pytest.raises(xe.ExperimentError, match=r"servers\[0\].alloc: not for a command server in a container"):
         _exp("x", ready=READY["port"] + '\nalloc = "jemalloc"')
+    # --backend docker over an experiment written for the host: refused before any run, as the CLI does.
+    host = replace(xe.parse(tomllib.loads(HEAD.replace('backend = "docker"\n', "") + no_image)), backend="docker")
+    with pytest.raises(EngineError, match=r'needs image = "<its image>"'):
+        runner.container_engine(host)
     missing = _exp("localhost/xferbench/no-such-image:never")
     with pytest.raises(EngineError, match=r"image 'localhost/xferbench/no-such-image:never' is not in the engine"):
         runner.container_engine(missing)

@@ -39,6 +39,8 @@ def _check_command_images(exp: Experiment, client: docker.DockerClient) -> None:
     from xferbench.containers.engine import EngineError
 
     for c in exp.cells:
+        if c.command is not None and not c.image:  # --backend docker over an experiment written for the host
+            raise EngineError(f"cell {c.name!r}: a command server in a container needs image = \"<its image>\"")
         if c.command is not None and c.image:
             try:
                 client.images.get(c.image)
