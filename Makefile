@@ -24,7 +24,7 @@ build: setup
 build-go:
 	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
 	cd servers/go && go build -o ../../$(BIN)/xferload ./cmd/xferload
-	cd servers/go && go build -o ../../$(BIN)/pprof-fold ./cmd/pprof-fold  # Go CPU profiles → folded stacks (xferbench/profile)
+	cd servers/go && go build -o ../../$(BIN)/pprof-fold ./cmd/pprof-fold  # Go CPU profiles → folded stacks (xferbench/measure/profile)
 	cd servers/go && go build -o ../../$(BIN)/bare-echo ./cmd/bare-echo
 
 build-c:
@@ -93,7 +93,7 @@ fresh-check: containers
 # `make test`, timed apart from it, never in `make run`'s path. Says why in one line when it
 # cannot, and lets the rest run (the container tests then fail with that reason).
 containers: build
-	@t0=$$SECONDS; $(PY) -m xferbench.containers; echo "containers: $$((SECONDS - t0))s"
+	@t0=$$SECONDS; $(PY) -m xferbench.run.containers; echo "containers: $$((SECONDS - t0))s"
 
 run: build
 	$(VENV)/bin/xferbench run $(EXPERIMENT)
@@ -110,7 +110,7 @@ clean:
 	rm -rf build results
 	-$(MAKE) -C servers/c clean
 
-# The headline figures side by side (xferbench/bench/, under 10 minutes): each a ratio to an anchor measured in the
+# The headline figures side by side (xferbench/tools/bench/, under 10 minutes): each a ratio to an anchor measured in the
 # same rounds, one record appended to bench/history.jsonl and compared with the previous one of this machine
 # class, then BENCHMARKS.md's generated section rewritten from it. BENCH_ARGS=--force measures on a busy machine.
 BENCH_ARGS ?=

@@ -6,7 +6,7 @@ steady  USERS for the whole run (or until stopped when there is no -t): plain Lo
 ramp    1 -> USERS linearly over the first half of RUN_TIME, then USERS for the second half
 step    USERS in 5 equal steps (USERS/5, 2*USERS/5, ...), each RUN_TIME/5 long; or, with --xfer-steps, the
         levels given (50,100,200,...), each held --xfer-step-s (default RUN_TIME / levels), the last one
-        until RUN_TIME: the runner cuts one measured window per level out of the run (xferbench/steps.py)
+        until RUN_TIME: the runner cuts one measured window per level out of the run (xferbench/measure/steps.py)
 spike   USERS/5 for 40% of RUN_TIME, USERS for the next 20%, USERS/5 for the last 40%
 soak    1 -> USERS over 10% of RUN_TIME (at most 60 s), then USERS until RUN_TIME (or until stopped)
 

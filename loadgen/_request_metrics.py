@@ -1,6 +1,6 @@
 """A Locust plugin for a user's own locustfile: every request Locust counts, as loadgen's client metrics.
 
-The runner (`[load] locustfile`, xferbench/generator.py) loads it beside the user's file
+The runner (`[load] locustfile`, xferbench/run/generators.py) loads it beside the user's file
 (`-f USER.py,loadgen/_request_metrics.py`) and gives it `--xfer-metrics-port`. It listens to Locust's
 `request` event, the one Locust's own statistics are made of, so whatever users the file holds (HttpUser,
 FastHttpUser, a plain User firing the event) their calls become xfer_client_requests_total and

@@ -28,7 +28,7 @@ TOXIPROXY_VERSION=v2.12.0
 # `make bench` drives gRPC with ghz (the anchor its Locust and xferload figures are ratios to); iperf3 above is
 # its loopback ceiling. Both are set-up, so the bench's smoke test in `make test` finds them on a fresh machine.
 GHZ_VERSION=v0.121.0
-# Flame graphs of profiled runs (xferbench/profile/flame.py): inferno, built with cargo from crates.io.
+# Flame graphs of profiled runs (xferbench/measure/profile/flame.py): inferno, built with cargo from crates.io.
 INFERNO_VERSION=0.12.8
 
 say() { printf 'bootstrap [%ss]: %s\n' "$SECONDS" "$*"; }
@@ -142,7 +142,7 @@ setup_python() {
   fi
 }
 
-# --- the Docker path (docs/EXPERIMENTS.md "Servers in containers"; xferbench/containers/) -------------------------------------------
+# --- the Docker path (docs/EXPERIMENTS.md "Servers in containers"; xferbench/run/containers/) -------------------------------------------
 # Without DOCKER_HOST or a Docker daemon, the project runs its own Podman API service (runc: crun refuses
 # cgroup v1) and builds a base image with debootstrap. Optional: where it cannot be had, one line says why
 # and the rest goes on. The engine and base image themselves are prepared by `make containers` (in `make

@@ -31,7 +31,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from xferbench.containers import LABEL, base, engine
+from xferbench.run.containers import LABEL, base, engine
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xferbench" / "fresh-check"

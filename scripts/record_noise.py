@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from xferbench.metrics import RANKED
-from xferbench.report.summary import load
+from xferbench.analysis.metrics import RANKED
+from xferbench.analysis.summary import load
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "recorded_noise.json"
 

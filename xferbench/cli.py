@@ -12,16 +12,18 @@ from rich.console import Console
 from rich.table import Table
 
 from py_client.durations import DURATION_HELP, parse_duration
-from xferbench import cost, experiment, export, stack, stats
-from xferbench.bench import command as bench
-from xferbench.metrics import BY_NAME, RANKED
-from xferbench.report.summary import RunDirError, summarize
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
+from xferbench import config
+from xferbench.analysis import stats
+from xferbench.analysis.metrics import BY_NAME, RANKED
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis.summary import RunDirError, summarize
+from xferbench.tools import cost, export, stack
+from xferbench.tools.bench import command as bench
 
 if TYPE_CHECKING:
-    from xferbench.runner import SweepResult
-    from xferbench.sources import MetricsSource
+    from xferbench.measure.sources import MetricsSource
+    from xferbench.run.sweep import SweepResult
 
 EXIT_INTERRUPTED = 130
 EXIT_SOME_RUNS_FAILED = 3  # `xferbench run`: the report exists, but some runs failed (all failed: 1)
@@ -36,7 +38,7 @@ def _console() -> Console:
 
 def ranked_comparisons(meta: RunMeta, rows: list[RunRow]) -> tuple[str, list[stats.Comparison]]:
     """--until-ci's question after each round, answered by the report's summary: the rank metric and each
-    cell's comparison with the baseline on it (runner.UntilCI.ranked)."""
+    cell's comparison with the baseline on it (sweep.UntilCI.ranked)."""
     s = summarize(meta, rows)
     return s.rank_metric, [v.comparison for v in s.verdicts if v.metric == s.rank_metric]
 
@@ -46,26 +48,25 @@ def _refuse(err: Console, text: str) -> int:
     return 2
 
 
-def _checked_experiment(args: argparse.Namespace, err: Console) -> experiment.Experiment | None:
+def _checked_experiment(args: argparse.Namespace, err: Console) -> config.Experiment | None:
     """The experiment with the command line's overrides, or None once a refusal is printed: an unreadable
     file, limits without containers, a server that cannot be profiled, no container engine."""
-    from xferbench import runner
-
+    from xferbench.run import serverstart
     try:
-        exp = experiment.load_file(args.experiment).with_overrides(repeats=args.repeat, quick=args.quick,
+        exp = config.load_file(args.experiment).with_overrides(repeats=args.repeat, quick=args.quick,
                                                                    profile=args.profile)
-    except experiment.ExperimentError as e:
+    except config.ExperimentError as e:
         _refuse(err, str(e))
         return None
     if args.backend:
-        limited = [c.name for c in exp.cells if c.limits != experiment.Limits()]
+        limited = [c.name for c in exp.cells if c.limits != config.Limits()]
         if args.backend != "docker" and limited:
             _refuse(err, f"--backend {args.backend}: cell {limited[0]!r} has [servers.limits], which only "
                     "containers get (--backend docker)")
             return None
         exp = dataclasses.replace(exp, backend=args.backend)
     if exp.profile:
-        from xferbench import profile
+        from xferbench.measure import profile
 
         try:
             profile.check({c.server for c in exp.cells})
@@ -73,10 +74,10 @@ def _checked_experiment(args: argparse.Namespace, err: Console) -> experiment.Ex
             _refuse(err, str(e))
             return None
     if exp.backend == "docker":
-        from xferbench.containers.engine import EngineError
+        from xferbench.run.containers.engine import EngineError
 
         try:
-            runner.container_engine(exp)
+            serverstart.container_engine(exp)
         except EngineError as e:
             _refuse(err, f"backend docker: {e}")
             return None
@@ -85,8 +86,8 @@ def _checked_experiment(args: argparse.Namespace, err: Console) -> experiment.Ex
 
 def _metrics_source(args: argparse.Namespace, err: Console) -> MetricsSource | None:
     """The built-in scraper, or --prometheus's PromQL once it answered; None once a refusal is printed."""
-    from xferbench.sources import PromQLError, PromQLSource, ScrapeSource
-    from xferbench.targets import FileSDRegistry
+    from xferbench.measure.sources import PromQLError, PromQLSource, ScrapeSource
+    from xferbench.measure.targets import FileSDRegistry
 
     if not args.prometheus:
         return ScrapeSource()
@@ -120,8 +121,8 @@ def _run_exit_status(res: SweepResult, run_dir: Path) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from xferbench import runner
     from xferbench.progress import RichProgress
+    from xferbench.run import sweep
 
     err = Console(stderr=True)
     exp = _checked_experiment(args, err)
@@ -133,15 +134,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = _metrics_source(args, err)
     if source is None:
         return 2
-    run_dir = Path(args.out) if args.out else Path(args.results) / f"{runner.utc_stamp()}-{exp.name}"
+    run_dir = Path(args.out) if args.out else Path(args.results) / f"{sweep.utc_stamp()}-{exp.name}"
     if run_dir.exists() and any(run_dir.iterdir()):
         return _refuse(err, f"{run_dir} exists and is not empty")
     until = None
     if args.until_ci is not None:
-        until = runner.UntilCI(args.until_ci, args.budget, ranked_comparisons)
+        until = sweep.UntilCI(args.until_ci, args.budget, ranked_comparisons)
         if exp.repeats < stats.MIN_REPEATS:
             exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
-    res = runner.sweep(exp, run_dir, source=source, progress=RichProgress(err), until_ci=until)
+    res = sweep.sweep(exp, run_dir, source=source, progress=RichProgress(err), until_ci=until)
     return _run_exit_status(res, run_dir)
 
 
@@ -162,7 +163,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from xferbench.report import compare, summary
+    from xferbench.analysis import summary
+    from xferbench.report import compare
 
     a_dir, b_dir = Path(args.run_a), Path(args.run_b)
     err = Console(stderr=True)
@@ -184,14 +186,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    t = Table(title=f"experiments in {experiment.EXPERIMENTS_DIR}")
+    t = Table(title=f"experiments in {config.EXPERIMENTS_DIR}")
     for col in ("name", "cells", "repeats", "≈ minutes", "description"):
         t.add_column(col)
     status = 0
-    for p in experiment.shipped():
+    for p in config.shipped():
         try:
-            e = experiment.load_file(p)
-        except experiment.ExperimentError as err:
+            e = config.load_file(p)
+        except config.ExperimentError as err:
             t.add_row(p.stem, "-", "-", "-", f"[red]{err}[/]")
             status = 1
             continue
@@ -254,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --prometheus: write file_sd target files here for Prometheus to pick up",
     )
-    r.add_argument("--backend", choices=experiment.BACKENDS,
+    r.add_argument("--backend", choices=config.BACKENDS,
                    help="process: servers as host processes; docker: each in a container (as [experiment] backend)")
     r.add_argument("--quick", action="store_true", help="short durations (CI): 1 s warm-up, 3 s measured")
     r.add_argument("--profile", action="store_true",
@@ -282,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_parser(sub)
     export.add_parser(sub)
     bench.add_parser(sub)
-    from xferbench.containers import images  # the Docker SDK only when this parser is built
+    from xferbench.run.containers import images  # the Docker SDK only when this parser is built
 
     images.add_parser(sub)
     return p

@@ -12,14 +12,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from xferbench import stats
-from xferbench.experiment import Experiment
-from xferbench.matrix import Run
-from xferbench.metrics import BY_NAME
-from xferbench.progress_protocol import NullProgress
+from xferbench.analysis import stats
+from xferbench.analysis.metrics import BY_NAME
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.summary import Summary
+from xferbench.config import Experiment
 from xferbench.report import fmt, soak, stress, tables
-from xferbench.report.summary import Summary
-from xferbench.row import RunRow
+from xferbench.run.matrix import Run
+from xferbench.run.progress_protocol import NullProgress
 
 
 class RichProgress(NullProgress):

@@ -23,7 +23,7 @@ from tests.support.raw_frame import RawConn, Response, begin
 from tests.support.servers import SERVERS, RunningServer, running_server, selected_servers
 from xfer.v1 import file_transfer_pb2 as ft
 from xfer.v1 import frame_pb2 as fr
-from xferbench.process import Server
+from xferbench.run.process import Server
 
 FRAME_SERVERS = [s for s in selected_servers() if "frame" in SERVERS[s].transports]
 PROMPT_S = 5.0  # a Stat or Read that looks at a FIFO must answer well within this

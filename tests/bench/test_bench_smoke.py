@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from xferbench.bench import tools
+from xferbench.tools.bench import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE_TIMEOUT_S = 180.0

@@ -19,9 +19,9 @@ import pytest
 from tests.support.servers import SERVERS, running_server, start_server
 from xfer.v1 import file_transfer_pb2 as ft
 from xfer.v1 import frame_pb2 as fr
-from xferbench import figures
-from xferbench.metrics import BY_NAME
-from xferbench.scrape import scrape as scrape_snapshot
+from xferbench.analysis.metrics import BY_NAME
+from xferbench.measure import figures
+from xferbench.measure.scrape import scrape as scrape_snapshot
 
 NAME = "xferd-c"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"

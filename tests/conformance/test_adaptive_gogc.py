@@ -12,7 +12,7 @@ import pytest
 
 from py_client import connect
 from tests.support.servers import SERVERS, RunningServer, running_server, selected_servers
-from xferbench.scrape import Snapshot, fetch, parse_text
+from xferbench.measure.scrape import Snapshot, fetch, parse_text
 
 pytestmark = pytest.mark.skipif("xferd-go" not in selected_servers(), reason="XFERD_SERVERS leaves out xferd-go")
 

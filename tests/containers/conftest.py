@@ -17,10 +17,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from xferbench.containers import LABEL, engine
-from xferbench.containers import images as server_images
-from xferbench.containers.engine import EngineError
-from xferbench.experiment import ROOT
+from xferbench.config import ROOT
+from xferbench.run.containers import LABEL, engine
+from xferbench.run.containers import images as server_images
+from xferbench.run.containers.engine import EngineError
 
 _why_not: list[str] = []
 

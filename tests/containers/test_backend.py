@@ -12,11 +12,12 @@ import docker
 import pytest
 
 from tests.containers.conftest import runner_containers
-from xferbench import experiment as xe
-from xferbench import report, runner
-from xferbench.containers import cgroup
-from xferbench.containers.backend import ContainerServer
-from xferbench.row import RunRow
+from xferbench import config as xe
+from xferbench import report
+from xferbench.analysis.row import RunRow
+from xferbench.run import sweep
+from xferbench.run.containers import cgroup
+from xferbench.run.containers.backend import ContainerServer
 
 MiB = 1 << 20
 
@@ -30,7 +31,7 @@ def _exp(image: str, limits: dict[str, Any], load: dict[str, Any], env: dict[str
 
 
 def _one_row(exp: xe.Experiment, run_dir: Path) -> RunRow:
-    res = runner.sweep(exp, run_dir)
+    res = sweep.sweep(exp, run_dir)
     report.write_all(run_dir)
     assert len(res.rows) == 1 and not res.interrupted
     return res.rows[0]

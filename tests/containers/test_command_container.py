@@ -15,10 +15,10 @@ import docker
 import pytest
 
 from tests.containers.conftest import runner_containers
-from xferbench import experiment as xe
-from xferbench import runner
-from xferbench.containers.backend import ContainerServer
-from xferbench.containers.engine import EngineError
+from xferbench import config as xe
+from xferbench.run import serverstart, sweep
+from xferbench.run.containers.backend import ContainerServer
+from xferbench.run.containers.engine import EngineError
 
 MiB = 1 << 20
 HEAD = """
@@ -62,7 +62,7 @@ def test_a_command_in_the_users_image_is_measured_like_our_servers(
     client: docker.DockerClient, images: dict[str, str], tmp_path: Path, kind: str
 ) -> None:
     exp = _exp(images["xferd-go"], READY[kind])
-    res = runner.sweep(exp, tmp_path / "run")
+    res = sweep.sweep(exp, tmp_path / "run")
     assert len(res.rows) == 1 and not res.interrupted
     row = res.rows[0]
     assert row.ok, (row.error, row.stderr_tail)
@@ -107,7 +107,7 @@ def test_a_ready_timeout_in_a_container_names_its_condition(
         assert exp.cells[0].command is not None
         argv = tuple(a.replace("0.0.0.0:{port}", "127.0.0.1:{port}") for a in exp.cells[0].command.argv)
         exp = replace(exp, cells=(replace(exp.cells[0], command=replace(exp.cells[0].command, argv=argv)),))
-    res = runner.sweep(exp, tmp_path / "run")
+    res = sweep.sweep(exp, tmp_path / "run")
     row = res.rows[0]
     assert row.status == "failed" and row.error, row
     assert "not ready within 2s" in row.error and f"ready.{kind}" in row.error
@@ -127,7 +127,7 @@ def test_what_a_command_in_a_container_cannot_be_is_refused_before_any_run(
     # --backend docker over an experiment written for the host: refused before any run, as the CLI does.
     host = replace(xe.parse(tomllib.loads(HEAD.replace('backend = "docker"\n', "") + no_image)), backend="docker")
     with pytest.raises(EngineError, match=r'needs image = "<its image>"'):
-        runner.container_engine(host)
+        serverstart.container_engine(host)
     missing = _exp("localhost/xferbench/no-such-image:never")
     with pytest.raises(EngineError, match=r"image 'localhost/xferbench/no-such-image:never' is not in the engine"):
-        runner.container_engine(missing)
+        serverstart.container_engine(missing)

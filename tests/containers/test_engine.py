@@ -8,7 +8,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from xferbench.containers import base, engine
+from xferbench.run.containers import base, engine
 
 
 def test_docker_host_that_does_not_answer_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

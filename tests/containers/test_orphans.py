@@ -19,8 +19,8 @@ import docker
 import pytest
 
 from tests.containers.conftest import long_cell, runner_containers, start_run
-from xferbench.containers import LABEL
-from xferbench.containers.backend import RUNNER_PID_LABEL
+from xferbench.run.containers import LABEL
+from xferbench.run.containers.backend import RUNNER_PID_LABEL
 
 DEADLINE_S = 90.0
 

@@ -42,8 +42,8 @@ from tests.deploy.promcheck import (
     rule_exprs,
     substitute,
 )
-from xferbench.containers import engine, images
-from xferbench.process import free_port
+from xferbench.run.containers import engine, images
+from xferbench.run.process import free_port
 
 COMPOSE = ROOT / "deploy" / "docker-compose.yml"
 PROJECT = f"xferbench-composetest-{os.getpid()}"

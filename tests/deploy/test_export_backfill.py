@@ -32,7 +32,9 @@ from tests.deploy.promcheck import (
     rule_exprs,
     substitute,
 )
-from xferbench import cli, export, process, stack
+from xferbench import cli
+from xferbench.run import process
+from xferbench.tools import export, stack
 
 EXPERIMENT = Path(__file__).parent / "data" / "export-run.toml"
 RUN_TIMEOUT_S = 300

@@ -1,4 +1,4 @@
-"""xferbench.containers.images: what `ensure` builds, and when it builds again (the inputs hash label).
+"""xferbench.run.containers.images: what `ensure` builds, and when it builds again (the inputs hash label).
 
 On the project's engine (engine.ensure(): DOCKER_HOST, else its own Podman service). The first ensure() may
 build (a one-time cost, ~7 minutes from scratch here); the second must build nothing.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from xferbench.containers import engine, images
+from xferbench.run.containers import engine, images
 
 
 @pytest.mark.timeout(1800)

@@ -34,9 +34,9 @@ from tests.deploy.promcheck import (
     substitute,
 )
 from tests.support.servers import RunningServer, running_server
-from xferbench.process import free_port
-from xferbench.scrape import scrape
-from xferbench.stack import running_prometheus
+from xferbench.measure.scrape import scrape
+from xferbench.run.process import free_port
+from xferbench.tools.stack import running_prometheus
 
 LOAD_MAX_S = 90.0         # the background load stops by itself after this long at most
 LOAD_MAX_CALLS = 20_000   # ... or after this many calls per target

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import SERVERS
-from xferbench.stack import running_prometheus
+from xferbench.tools.stack import running_prometheus
 
 RATE_TOL = 0.15
 RSS_TOL = 0.15
@@ -59,9 +59,11 @@ def close(a: float | None, b: float | None, tol: float) -> bool:
 
 @pytest.mark.slow  # make test's tests/runner/test_run_prometheus.py scrapes a run
 def test_promql_and_scraper_agree_on_one_cell(tmp_path: Path) -> None:
-    from xferbench import experiment, figures, runner
-    from xferbench.sources import MetricsSource, PromQLSource, ScrapeSource
-    from xferbench.targets import FileSDRegistry
+    from xferbench import config
+    from xferbench.measure import figures
+    from xferbench.measure.sources import MetricsSource, PromQLSource, ScrapeSource
+    from xferbench.measure.targets import FileSDRegistry
+    from xferbench.run import sweep
 
     if not SERVERS["xferd-go"].binary.exists():
         pytest.fail(f"{SERVERS['xferd-go'].binary} is not built; run `make build`")
@@ -100,8 +102,8 @@ def test_promql_and_scraper_agree_on_one_cell(tmp_path: Path) -> None:
         sd = FileSDRegistry(tmp_path / "prom" / "targets")  # what --prometheus-sd DIR does
         tee = Tee(ScrapeSource(), PromQLSource(prom.url, register=sd))
         (tmp_path / "exp.toml").write_text(EXPERIMENT)
-        exp = experiment.load_file(tmp_path / "exp.toml")
-        res = runner.sweep(exp, tmp_path / "run", source=tee)
+        exp = config.load_file(tmp_path / "exp.toml")
+        res = sweep.sweep(exp, tmp_path / "run", source=tee)
 
     rows = [json.loads(line) for line in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
     assert [r["status"] for r in rows] == ["ok"], rows[0].get("error")

@@ -16,8 +16,10 @@ import pytest
 import yaml
 
 from tests.deploy.promcheck import DASHBOARDS, DEPLOY, ROOT, load_dashboard, panels, variables
-from xferbench import cli, stack, targets
-from xferbench.process import free_port
+from xferbench import cli
+from xferbench.measure import targets
+from xferbench.run.process import free_port
+from xferbench.tools import stack
 
 PROM_DIR = DEPLOY / "prometheus"
 COMPOSE = DEPLOY / "docker-compose.yml"

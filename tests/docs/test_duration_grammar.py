@@ -14,7 +14,7 @@ import loadgen
 from py_client import cli as py_cli
 from py_client.durations import format_duration, parse_duration, parse_duration_us
 from xferbench import cli as xb_cli
-from xferbench import experiment as xe
+from xferbench import config as xe
 
 VECTORS = Path(__file__).resolve().parents[2] / "proto" / "testdata" / "duration.vectors"
 

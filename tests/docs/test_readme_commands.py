@@ -18,7 +18,7 @@ import pytest
 from tests.docs.markdown import Command, shell_commands
 from tests.support.server_help import help_flags, help_text
 from tests.support.servers import ROOT, RunningServer, running_server
-from xferbench.process import free_port
+from xferbench.run.process import free_port
 
 README = ROOT / "README.md"
 DOCS = [README, ROOT / "docs" / "USAGE.md", ROOT / "docs" / "EXPERIMENTS.md", ROOT / "deploy" / "README.md"]
@@ -43,7 +43,7 @@ NOT_RUN = {
     r"^xferbench run experiments/quick\.toml --backend docker$": "3 minutes on the container engine: "
     "tests/containers/ run the container backend's cells",
     r"^(make build && )?xferbench images build\b": "minutes of image builds: tests/deploy/test_images.py and the "
-    "container tests build the same images through xferbench.containers.images",
+    "container tests build the same images through xferbench.run.containers.images",
     r"^docker-compose -p xferbench -f deploy/docker-compose\.yml ": "the stack in containers: "
     "tests/deploy/test_compose_stack.py brings it up with these files, loads it and takes it down",
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from xferbench.process import free_port as free_port  # the one implementation, for the loadgen suites
+from xferbench.run.process import free_port as free_port  # the one implementation, for the loadgen suites
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADGEN = ROOT / "loadgen"

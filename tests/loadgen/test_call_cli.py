@@ -20,7 +20,7 @@ from loadgen._methods import resolve
 from tests.loadgen.inprocess import accepted, refusal
 from tests.loadgen.support import run_locust
 from tests.support.servers import BIN, RunningServer, running_server
-from xferbench.process import Server
+from xferbench.run.process import Server
 
 BASE = ["--headless", "-u", "1", "-r", "1", "-t", "1s", "--xfer-metrics-port", "0", "--only-summary"]
 ECHO = "xfer.v1.FileTransfer/Echo"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psutil
 
-from xferbench import experiment as xe
-from xferbench.containers import engine
+from xferbench import config as xe
+from xferbench.run.containers import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""`server = "command"` (xferbench/command.py, xferbench/commandserver.py): any executable measured as a host
+"""`server = "command"` (xferbench/config/command.py, xferbench/run/commandserver.py): any executable measured as a host
 process, with real processes and sockets. xferd-go run as a command; a 20-line Python gRPC server that
 exports nothing; allocator preloads checked in /proc/PID/maps; refusals at config time; a ready timeout that
 names its condition and shows the log's tail. Each run is 1 s of warm-up and 2 s measured."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench import commandserver, runner
-from xferbench import experiment as xe
-from xferbench.row import RunRow
+from xferbench import config as xe
+from xferbench.analysis.row import RunRow
+from xferbench.run import commandserver, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_SERVER = ROOT / "tests" / "support" / "echo_grpc.py"
@@ -32,7 +32,7 @@ def _head(name: str, transport: str, warmup_s: int = 1) -> str:
 
 def _sweep(tmp_path: Path, text: str) -> tuple[xe.Experiment, RunRow]:
     exp = experiment_file(tmp_path / "exp.toml", text)
-    result = runner.sweep(exp, tmp_path / "run")
+    result = sweep.sweep(exp, tmp_path / "run")
     assert len(result.rows) == 1
     return exp, result.rows[0]
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file, one_round
-from xferbench import experiment as xe
-from xferbench import generator, runner
+from xferbench import config as xe
+from xferbench.run import generators as generator
+from xferbench.run import sweep
 
 SWEEP = one_round("driver").replace("[load]\n", "warmup_s = 1\n[load]\n") + """users = 2
 spawn_rate = 2
@@ -30,7 +31,7 @@ server = "xferd-c"
 
 def test_xferload_sweep_on_both_servers(tmp_path: Path) -> None:
     exp = experiment_file(tmp_path / "driver.toml", SWEEP)
-    res = runner.sweep(exp, tmp_path / "run")
+    res = sweep.sweep(exp, tmp_path / "run")
     assert [r.status for r in res.rows] == ["ok", "ok"], [(r.error, r.stderr_tail) for r in res.rows]
     for r in res.rows:
         assert r.pids and "xferload" in r.pids and "locust" not in r.pids

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench import capacity, metrics, runner, stats
-from xferbench.experiment import Experiment, available_cpus
-from xferbench.report import summary
+from xferbench.analysis import metrics, stats
+from xferbench.config import Experiment, available_cpus
+from xferbench.measure import capacity
+from xferbench.analysis import summary
+from xferbench.run import sweep
 
 
 def _rows(run_dir: Path) -> list[dict]:
@@ -76,7 +78,7 @@ def aa_duet(tmp_path_factory: pytest.TempPathFactory) -> AaRun:
     tmp = tmp_path_factory.mktemp("aa-duet")
     exp = experiment_file(tmp / "aa.toml", AA_DUET)
     assert [c.name for c in exp.cells] == AA_CELLS and exp.duet and exp.repeats == ROUNDS
-    res = runner.sweep(exp, tmp / "run")
+    res = sweep.sweep(exp, tmp / "run")
     assert not res.interrupted
     return AaRun(exp, res.run_dir, _rows(res.run_dir), summary.load(res.run_dir))
 
@@ -180,8 +182,8 @@ def test_capacity_strict_slo_finds_less_than_loose(tmp_path: Path) -> None:
     # rate where the search stops (the server's limit or the generator's, whichever comes first).
     strict = experiment_file(tmp_path / "strict.toml", CAPACITY.format(users=8, rate=40, slo="20us", mix="upload:1"))
     loose = experiment_file(tmp_path / "loose.toml", CAPACITY.format(users=8, rate=40, slo="1s", mix="upload:1"))
-    (rs,) = _rows(runner.sweep(strict, tmp_path / "strict").run_dir)
-    (rl,) = _rows(runner.sweep(loose, tmp_path / "loose").run_dir)
+    (rs,) = _rows(sweep.sweep(strict, tmp_path / "strict").run_dir)
+    (rl,) = _rows(sweep.sweep(loose, tmp_path / "loose").run_dir)
     for r in (rs, rl):
         assert r["status"] == "ok", r["error"]
         assert r["capacity_steps"], r
@@ -199,7 +201,7 @@ def test_capacity_strict_slo_finds_less_than_loose(tmp_path: Path) -> None:
 def test_capacity_stops_when_the_generator_saturates_first(tmp_path: Path) -> None:
     # Small echoes over frame: xferd-go answers far faster than one Python process can send.
     exp = experiment_file(tmp_path / "gen.toml", CAPACITY.format(users=64, rate=1500, slo="1s", mix="echo:1"))
-    (row,) = _rows(runner.sweep(exp, tmp_path / "run").run_dir)
+    (row,) = _rows(sweep.sweep(exp, tmp_path / "run").run_dir)
     assert row["status"] == "ok", row["error"]
     assert row["capacity_status"] == capacity.GENERATOR_BOUND, row["capacity_steps"]
     last = row["capacity_steps"][-1]

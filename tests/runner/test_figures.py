@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from xferbench import figures
-from xferbench.scrape import Snapshot, bucket_delta, parse_text, quantile
-from xferbench.sources import matrix_to_snapshots
+from xferbench.measure import figures
+from xferbench.measure.scrape import Snapshot, bucket_delta, parse_text, quantile
+from xferbench.measure.sources import matrix_to_snapshots
 
 BOUNDS = (0.001, 0.002, 0.005, 0.01)
 
@@ -125,7 +125,7 @@ def test_client_figures() -> None:
 
 
 def test_promql_steps_are_retimed_to_scrape_times() -> None:
-    from xferbench.sources import retime
+    from xferbench.measure.sources import retime
 
     steps = [Snapshot(10.0), Snapshot(11.0), Snapshot(12.0)]
     # Step 12 repeats the sample scraped at 10.4 (a slower scrape): dropped, never a zero-length interval.

@@ -23,15 +23,17 @@ import psutil
 import yaml
 
 from tests.runner.conftest import experiment_file, processes_mentioning, running, stray_children
-from xferbench import report, runner, stack
-from xferbench.experiment import SERVER_SPECS
-from xferbench.matrix import Run, schedule
-from xferbench.process import Server, live_pids, parse_ready_line
-from xferbench.progress_protocol import NullProgress
-from xferbench.row import RunRow
-from xferbench.scrape import scrape
-from xferbench.sources import PromQLSource
-from xferbench.targets import FileSDRegistry
+from xferbench import report
+from xferbench.analysis.row import RunRow
+from xferbench.config import SERVER_SPECS
+from xferbench.measure.scrape import scrape
+from xferbench.measure.sources import PromQLSource
+from xferbench.measure.targets import FileSDRegistry
+from xferbench.run import sweep
+from xferbench.run.matrix import Run, schedule
+from xferbench.run.process import Server, live_pids, parse_ready_line
+from xferbench.run.progress_protocol import NullProgress
+from xferbench.tools import stack
 
 ROOT = Path(__file__).resolve().parents[2]
 GEN_CPU = (os.cpu_count() or 1) - 1  # the generator's CPU; the server gets CPU 0
@@ -143,7 +145,7 @@ generator = [{GEN_CPU}]
     watch = Watch(run_dir, victim="dies/frame")
     before = set(live_pids())
     try:
-        res = runner.sweep(exp, run_dir, progress=watch)
+        res = sweep.sweep(exp, run_dir, progress=watch)
     finally:
         busy.close()
     s = report.write_all(run_dir)
@@ -237,7 +239,7 @@ store = "disk:{tmp_path}/store"
         proms.append(stack.start_prometheus(wd / "prometheus.yml", wd / "data", listen, wd / "prometheus.log"))
 
     try:
-        res = runner.sweep(exp, tmp_path / "run", source=source, on_row=on_row)
+        res = sweep.sweep(exp, tmp_path / "run", source=source, on_row=on_row)
     finally:
         closed.close()
         for p in proms:

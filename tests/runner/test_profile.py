@@ -1,4 +1,4 @@
-"""CPU attribution on real runs (xferbench/profile/): the runner samples the real server during its measured
+"""CPU attribution on real runs (xferbench/measure/profile/): the runner samples the real server during its measured
 window — xferd-c with perf, xferd-go through its pprof endpoint — and each row carries the shares of its
 CPU samples per bucket, with the folded stacks and a flame graph in the run folder."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file, one_round
-from xferbench import runner
-from xferbench.profile.classify import BUCKETS, classify, parse_folded, split_frame
-from xferbench.row import RunRow
+from xferbench.analysis.row import RunRow
+from xferbench.measure.profile.classify import BUCKETS, classify, parse_folded, split_frame
+from xferbench.run import sweep
 
 POOL_FUNCTIONS = {"pool_alloc", "pool_free", "pool_thread_flush", "cache_get", "local_put", "drain_remote",
                   "flush_batch", "size_class", "class_block", "class_cap"}
@@ -20,7 +20,7 @@ POOL_FUNCTIONS = {"pool_alloc", "pool_free", "pool_thread_flush", "cache_get", "
 def _run(tmp_path: Path, text: str) -> list[RunRow]:
     exp = experiment_file(tmp_path / "exp.toml", text)
     assert exp.profile
-    res = runner.sweep(exp, tmp_path / "run")
+    res = sweep.sweep(exp, tmp_path / "run")
     for r in res.rows:
         assert r.ok, (r.cell, r.error, r.stderr_tail)
     return res.rows

@@ -11,8 +11,8 @@ import pytest
 
 from tests.runner.test_report_cli import fake_run
 from xferbench import cli, report
-from xferbench.profile.classify import BUCKETS
-from xferbench.report.summary import RunDirError
+from xferbench.analysis.summary import RunDirError
+from xferbench.measure.profile.classify import BUCKETS
 
 
 def profiled(d: Path, allocator: dict[str, float], cells: set[str] | None = None) -> Path:

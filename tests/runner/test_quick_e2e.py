@@ -24,7 +24,7 @@ import pytest
 
 from py_client.sizes import parse_size
 from tests.runner.conftest import stray_children
-from xferbench import experiment as xe
+from xferbench import config as xe
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ("Upload", "Download", "Echo")  # whole operations; UploadChunk and DownloadChunk are records inside them

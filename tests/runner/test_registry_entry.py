@@ -1,4 +1,4 @@
-"""A kind of server that is one registry entry (xferbench/servers.py) and nothing else: bare-echo, grpc-go's
+"""A kind of server that is one registry entry (xferbench/config/servers.py) and nothing else: bare-echo, grpc-go's
 defaults serving Echo only, with no metrics endpoint. Run by the runner like xferd-go, it gets the client and
 /proc figures and no server series; a load its entry says it cannot serve is refused when the file is read.
 The run is 1 s of warm-up and 2 s measured."""
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench import experiment as xe
-from xferbench import runner, servers
+from xferbench import config as xe
+from xferbench.config import servers
+from xferbench.run import sweep
 
 HEAD = (
     '[experiment]\nname = "bare"\nrepeats = 1\nduet = false\nwarmup_s = 1\n'
@@ -26,7 +27,7 @@ def test_bare_echo_runs_to_client_and_proc_figures(tmp_path: Path) -> None:
     exp = experiment_file(tmp_path / "exp.toml", HEAD + BARE)
     (cell,) = exp.cells
     assert cell.name == "bare/grpc" and cell.binary.endswith("build/bin/bare-echo")
-    result = runner.sweep(exp, tmp_path / "run")
+    result = sweep.sweep(exp, tmp_path / "run")
     (row,) = result.rows
     assert row.ok, (row.error, row.stderr_tail)
     assert row.server == "bare-echo" and row.ready and row.ready["grpc"].startswith("127.0.0.1:")

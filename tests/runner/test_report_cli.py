@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xferbench import cli, report, stats
+from xferbench import cli, report
+from xferbench.analysis import stats
 
 
 def fake_run(d: Path, qps: dict[str, float], repeats: int, seed: int) -> Path:

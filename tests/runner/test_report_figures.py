@@ -3,7 +3,7 @@ with known values, then the terminal's tables, summary.md and report.html cell b
 
 Every expected figure is computed here from the input values with the formulas the report states
 (geometric means; a paired Student-t interval on the log ratios; the noise floor pooled over the metric's
-comparisons), independently of xferbench/stats.py, and formatted as the report says it formats them.
+comparisons), independently of xferbench/analysis/stats.py, and formatted as the report says it formats them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from scipy import stats as sps
 
-from xferbench.row import RunRow
+from xferbench.analysis.row import RunRow
 
 ROOT = Path(__file__).resolve().parents[2]
 

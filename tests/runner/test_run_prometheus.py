@@ -16,7 +16,7 @@ import pytest
 
 from tests.runner.conftest import experiment_file, one_round, xferbench_run
 from xferbench import cli
-from xferbench.stack import LOCAL_SERVICES, running_prometheus
+from xferbench.tools.stack import LOCAL_SERVICES, running_prometheus
 
 EXPERIMENT = one_round("promrun") + """
 mix = "echo:2,download:1"

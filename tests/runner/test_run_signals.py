@@ -32,8 +32,8 @@ import pytest
 from py_client import frame as pframe
 from tests.runner.conftest import experiment_file, processes_mentioning, running
 from xfer.v1 import frame_pb2
-from xferbench.process import STOP_GRACE_S, parse_ready_line
-from xferbench.scrape import scrape
+from xferbench.measure.scrape import scrape
+from xferbench.run.process import STOP_GRACE_S, parse_ready_line
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASE_DEADLINE_S = 120.0  # reaching the phase on a loaded 2-core machine

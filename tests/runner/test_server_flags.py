@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from tests.support.servers import selected_servers, start_server
-from xferbench import experiment as xe
+from xferbench import config as xe
 
 # One value per limit, in the experiment's grammar, and what the ready line must then say.
 LIMITS = {

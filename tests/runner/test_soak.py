@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench import growth, soak
+from xferbench.measure import growth, soak
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_BOUND = 3  # descriptors and goroutines/threads after the load: at most this many above before it

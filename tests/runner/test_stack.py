@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from xferbench import cli, stack
-from xferbench.process import free_port
+from xferbench import cli
+from xferbench.run.process import free_port
+from xferbench.tools import stack
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {"targets": "Targets", "rules": "Rules", "graph": "Prometheus"}  # each page's words in its HTML

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import ROOT, xferbench_run
-from xferbench import experiment as xe
+from xferbench import config as xe
 
 LEVELS = (2, 4)
 SIZES = ("64KiB", "256KiB")

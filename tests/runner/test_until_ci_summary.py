@@ -1,7 +1,7 @@
 """One short real sweep, two ways of checking it.
 
 `xferbench run --until-ci PCT` adds interleaved rounds until every ranked ratio's interval is within ±PCT,
-the budget would be exceeded, or the rounds cap is reached (runner.UntilCI.max_repeats). With a target no
+the budget would be exceeded, or the rounds cap is reached (sweep.UntilCI.max_repeats). With a target no
 real run can meet and a cap of 4, the sweep must run exactly 4 rounds (one more than the 3 it needs for a
 first interval), record them, and say in experiment.json and summary.md that it stopped at the cap.
 
@@ -28,7 +28,8 @@ import pytest
 from scipy import stats as sps
 
 from tests.runner.conftest import experiment_file, processes_mentioning, stray_children
-from xferbench import cli, runner
+from xferbench import cli
+from xferbench.run import sweep
 
 CAP = 4
 TARGET = "0.0001%"  # ±1e-6: no measured ratio gets there, so only the cap can stop the sweep
@@ -78,7 +79,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     mp = pytest.MonkeyPatch()
     # The CLI has no flag for the rounds cap (the budget is its time cap, which a loaded machine would make
     # nondeterministic): the same UntilCI the CLI builds, with max_repeats 4 instead of 50.
-    mp.setattr(runner, "UntilCI", functools.partial(runner.UntilCI, max_repeats=CAP))
+    mp.setattr(sweep, "UntilCI", functools.partial(sweep.UntilCI, max_repeats=CAP))
     try:
         code = cli.main(["run", str(path), "--out", str(out), "--until-ci", TARGET, "--budget", "30m", "--quick"])
     finally:

@@ -1,4 +1,4 @@
-"""[load] aimed at the user's own target (xferbench/userload.py): any gRPC method through loadgen's CallUser
+"""[load] aimed at the user's own target (xferbench/config/userload.py): any gRPC method through loadgen's CallUser
 (`call`, `data`), a user's own locustfile run under the runner, and either spread over two Locust processes
 (`processes`). Real servers on loopback, 2 s measured; plus the combinations refused when the experiment is
 read."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench import experiment as xe
-from xferbench import runner
-from xferbench.row import RunRow
+from xferbench import config as xe
+from xferbench.analysis.row import RunRow
+from xferbench.run import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "tests" / "support" / "http_locustfile.py"
@@ -31,7 +31,7 @@ def _head(name: str, load: str, warmup_s: int = 1, users: int = 2) -> str:
 
 def _sweep(tmp_path: Path, text: str) -> RunRow:
     exp = experiment_file(tmp_path / "exp.toml", text)
-    result = runner.sweep(exp, tmp_path / "run")
+    result = sweep.sweep(exp, tmp_path / "run")
     assert len(result.rows) == 1
     return result.rows[0]
 

@@ -2,9 +2,9 @@
 
 Every server speaks the process interface of proto/PROTOCOL.md: one `<name> ready key=value ...` line on
 stderr once its listeners are bound. A new server joins every parametrised suite with one entry in the
-registry, xferbench/servers.py (SERVERS below is derived from it).
+registry, xferbench/config/servers.py (SERVERS below is derived from it).
 
-This module is a thin layer over the runner's own implementation, `xferbench.process.Server`: the same
+This module is a thin layer over the runner's own implementation, `xferbench.run.process.Server`: the same
 spawn (own process group, PR_SET_PDEATHSIG, in the registry `kill_all()` empties at exit), the same
 ready-line reading with a deadline, the same stop (SIGTERM to the group, SIGKILL after the grace period).
 """
@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xferbench.experiment import SERVER_SPECS
-from xferbench.process import READY_TIMEOUT_S, STOP_GRACE_S, Server, ServerStartError, parse_ready_line
+from xferbench.config import SERVER_SPECS
+from xferbench.run.process import READY_TIMEOUT_S, STOP_GRACE_S, Server, ServerStartError, parse_ready_line
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "build" / "bin"

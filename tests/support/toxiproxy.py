@@ -1,8 +1,8 @@
 """Toxiproxy for tests: toxiproxy-server on a free port, proxies in front of started servers, toxics.
 
-A thin layer over the runner's own implementation, `xferbench.toxiproxy` (the same spawn in its own
+A thin layer over the runner's own implementation, `xferbench.run.toxiproxy` (the same spawn in its own
 process group, the same readiness poll of GET /version with a deadline, the same stop), as
-tests/support/servers.py is over `xferbench.process.Server`.
+tests/support/servers.py is over `xferbench.run.process.Server`.
 
     with running_toxiproxy() as tp:
         proxy = ProxiedServer.create(tp, server, "frame")
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tests.support.servers import RunningServer
-from xferbench.process import ServerStartError
-from xferbench.toxiproxy import Toxic, Toxiproxy, ToxiproxyError, binary
+from xferbench.run.process import ServerStartError
+from xferbench.run.toxiproxy import Toxic, Toxiproxy, ToxiproxyError, binary
 
 __all__ = ["ProxiedServer", "Toxic", "Toxiproxy", "ToxiproxyError", "binary", "running_toxiproxy"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from xferbench.process import free_port, port_open, wait_until
+from xferbench.run.process import free_port, port_open, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 THIRD_PARTY = ROOT / "experiments" / "third-party"

@@ -9,7 +9,7 @@ import uuid
 
 import psutil
 
-from xferbench.bench.quiet import BUSY_CORES, Others
+from xferbench.tools.bench.quiet import BUSY_CORES, Others
 
 BURN_S = 1.5
 

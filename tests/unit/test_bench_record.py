@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from xferbench.bench import compare, render
-from xferbench.bench.quiet import BUSY_CORES
-from xferbench.bench.record import Figure, Record, Samples, append, check_finite, previous, read
-from xferbench.bench.verdicts import read_verdicts
+from xferbench.tools.bench import compare, render
+from xferbench.tools.bench.quiet import BUSY_CORES
+from xferbench.tools.bench.record import Figure, Record, Samples, append, check_finite, previous, read
+from xferbench.tools.bench.verdicts import read_verdicts
 
 MACHINE = {"hostname": "a", "nproc": 2, "kernel": "6.1", "cpu": "Some CPU"}
 

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from xferbench import capacity
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis.stats import compare
 from xferbench.cli import ranked_comparisons
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
-from xferbench.runner import UntilCI, _more_rounds, ci_half_width
-from xferbench.stats import compare
+from xferbench.measure import capacity
+from xferbench.run.sweep import UntilCI, _more_rounds, ci_half_width
 
 
 def _model(limit: float, gen_limit: float = 1e9):
@@ -108,8 +108,8 @@ def test_ci_half_width_reads_a_ratio_interval_on_the_log_scale() -> None:
 
 
 def test_the_report_header_says_whether_until_ci_met_its_target() -> None:
+    from xferbench.analysis.summary import summarize
     from xferbench.report import tables
-    from xferbench.report.summary import summarize
 
     wide = _rows({"a": [1.0, 1.2, 0.9], "b": [1.1, 0.9, 1.2]})
     meta = RunMeta.from_json(META)

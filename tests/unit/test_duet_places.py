@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import tomllib
 
-from xferbench.experiment import parse
-from xferbench.matrix import schedule
+from xferbench.config import parse
+from xferbench.run.matrix import schedule
 
 DUET = """
 [experiment]

@@ -10,8 +10,8 @@ import pytest
 
 from py_client.sizes import parse_size
 from xferbench import config as xe
-from xferbench import stats
-from xferbench.matrix import schedule
+from xferbench.analysis import stats
+from xferbench.run.matrix import schedule
 
 BASE = """
 [experiment]
@@ -58,7 +58,7 @@ def test_matrix_and_interleaving() -> None:
     assert names == ["go/grpc/pool=on", "go/frame/pool=on", "go/grpc/pool=off", "go/frame/pool=off"]
     runs = schedule(e)
     # Rounds: every cell once in round 1, then every cell once in round 2 (the order within a round is
-    # xferbench.matrix's business).
+    # xferbench.run.matrix's business).
     assert [r.order for r in runs] == list(range(len(runs)))
     assert [r.repeat for r in runs] == [1] * 4 + [2] * 4
     assert sorted(r.cell.name for r in runs[:4]) == sorted(names) == sorted(r.cell.name for r in runs[4:])

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from xferbench import config as xe
-from xferbench.containers import backend
+from xferbench.run.containers import backend
 
 
 def parse(text: str) -> xe.Experiment:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_experiment import BASE, parse, refused
-from xferbench.toxiproxy import network_toxics
+from xferbench.run.toxiproxy import network_toxics
 
 
 def test_network_parses_and_maps_to_toxics() -> None:

@@ -1,4 +1,4 @@
-"""xferbench.growth on synthetic series: a flat noisy series is no growth, a ramp is its exact percentage,
+"""xferbench.measure.growth on synthetic series: a flat noisy series is no growth, a ramp is its exact percentage,
 spikes and a GC sawtooth are not called growth, and too little data gives no figure."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from xferbench import growth
+from xferbench.measure import growth
 
 MIB = float(1 << 20)
 

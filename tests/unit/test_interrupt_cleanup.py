@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 
-from xferbench import process
-from xferbench.runner import _interruption
+from xferbench.run import process
+from xferbench.run.lifecycle import _interruption
 
 
 def _raised_during_unwinding() -> Exception:

@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 import loadgen
-from xferbench import experiment as xe
-from xferbench.generator import locust_argv
+from xferbench import config as xe
+from xferbench.run.generators import locust_argv
 
 
 def _exp(load: dict[str, object]) -> xe.Experiment:

@@ -1,4 +1,4 @@
-"""The metric table (xferbench/metrics.py): every row is a RunRow figure, every numeric RunRow figure is a row
+"""The metric table (xferbench/analysis/metrics.py): every row is a RunRow figure, every numeric RunRow figure is a row
 or deliberately not one, and a diagnostic figure never gets a verdict however much it differs."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from xferbench import stats
-from xferbench.metrics import BY_NAME, METRICS, RANKED, Metric
-from xferbench.report import summary, tables
-from xferbench.row import FIELD_NAMES, RunRow
-from xferbench.runmeta import RunMeta
+from xferbench.analysis import stats
+from xferbench.analysis.metrics import BY_NAME, METRICS, RANKED, Metric
+from xferbench.analysis.row import FIELD_NAMES, RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis import summary
+from xferbench.report import tables
 
 # Numeric RunRow fields that are not summarised across repeats, and why. A new numeric field must be added to
 # the metric table or here, so that no figure is measured and silently left out of the reports.

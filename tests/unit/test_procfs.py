@@ -1,4 +1,4 @@
-"""xferbench.procfs against this very process and a process that has exited."""
+"""xferbench.measure.procfs against this very process and a process that has exited."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from xferbench import procfs
+from xferbench.measure import procfs
 
 
 def test_this_process() -> None:

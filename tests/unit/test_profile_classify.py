@@ -1,12 +1,12 @@
-"""The CPU-attribution classifier (xferbench/profile/classify.py) on hand-written folded stacks: the
+"""The CPU-attribution classifier (xferbench/measure/profile/classify.py) on hand-written folded stacks: the
 innermost matching frame decides, every bucket has a stack that lands in it, and shares sum to 1."""
 
 from __future__ import annotations
 
 import pytest
 
-from xferbench.profile import perf
-from xferbench.profile.classify import BUCKETS, attribute, classify, parse_folded
+from xferbench.measure.profile import perf
+from xferbench.measure.profile.classify import BUCKETS, attribute, classify, parse_folded
 
 LIBC = "(libc.so.6)"
 XC = "(xferd-c)"

@@ -1,4 +1,4 @@
-"""The profiler of a command server (`server = "command"`, xferbench/command.py): chosen once per cell from
+"""The profiler of a command server (`server = "command"`, xferbench/config/command.py): chosen once per cell from
 the program itself and its `pprof` key, recorded in the cell's config, checked before a sweep like ours. The
 programs inspected are real: build/bin's Go and C servers, Debian's memcached, a shell script."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from xferbench import command, profile
-from xferbench import experiment as xe
+from xferbench import config as xe
+from xferbench.config import command
+from xferbench.measure import profile
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = '[experiment]\nname = "p"\nprofile = true\n[load]\ntransport = "grpc"\n'
@@ -87,7 +88,7 @@ def test_the_sweep_check_applies_each_command_cells_profiler(monkeypatch: pytest
 
 
 def test_a_too_paranoid_kernel_is_named_for_a_command_cell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from xferbench.profile import perf
+    from xferbench.measure.profile import perf
 
     paranoid = tmp_path / "perf_event_paranoid"
     paranoid.write_text("3\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xferbench import cli
-from xferbench import experiment as xe
+from xferbench import config as xe
 
 BASE = '[experiment]\nname = "p"\n{extra}\n[load]\ntransport = "frame"\n{load}\n[[servers]]\nserver = "xferd-c"\n'
 
@@ -39,7 +39,7 @@ def test_run_flag_turns_profiling_on() -> None:
 
 
 def test_missing_profilers_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    from xferbench import profile
+    from xferbench.measure import profile
 
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(profile.ProfileError, match=r"perf is not installed .*linux-perf"):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis.summary import summarize
 from xferbench.report import conns, html, tables
-from xferbench.report.summary import summarize
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
 
 
 def _meta(load: dict[str, Any]) -> RunMeta:

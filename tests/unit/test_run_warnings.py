@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from xferbench import experiment as xe
-from xferbench import metrics, report, runner
+from xferbench import config as xe
+from xferbench import report
+from xferbench.analysis import metrics
+from xferbench.analysis.row import RunRow
 from xferbench.report import tables
-from xferbench.row import RunRow
+from xferbench.run import lifecycle
 
 CLOSED = """
 [load]
@@ -43,22 +45,22 @@ def measured(**figs: float | None) -> RunRow:
 
 @pytest.mark.parametrize("cores", [0.95, 1.7])
 def test_a_saturated_generator_is_a_warning_with_its_unit(cores: float) -> None:
-    (w,) = [w for w in runner.warnings(measured(gen_cpu_cores=cores), cell(CLOSED)) if "saturated" in w]
+    (w,) = [w for w in lifecycle.warnings(measured(gen_cpu_cores=cores), cell(CLOSED)) if "saturated" in w]
     assert w.startswith(f"load generator saturated: {cores:.2f} cores (> {metrics.GEN_SATURATED_CORES:g} cores)")
 
 
 @pytest.mark.parametrize("cores", [None, 0.2, metrics.GEN_SATURATED_CORES])
 def test_below_the_line_there_is_no_saturation_warning(cores: float | None) -> None:
-    assert not [w for w in runner.warnings(measured(gen_cpu_cores=cores), cell(CLOSED)) if "saturated" in w]
+    assert not [w for w in lifecycle.warnings(measured(gen_cpu_cores=cores), cell(CLOSED)) if "saturated" in w]
 
 
 def test_an_open_loop_served_less_than_offered_and_a_wrong_allocator_are_named() -> None:
     row = measured(client_qps=90.0)
     row.build_info = {"allocator": "glibc"}
-    w = runner.warnings(row, cell(OPEN))
+    w = lifecycle.warnings(row, cell(OPEN))
     assert any(x.startswith("offered 100 req/s but 90.0 were served") for x in w), w
     assert "asked for allocator jemalloc, the server reports glibc" in w
-    assert not runner.warnings(measured(client_qps=96.0), cell(OPEN))  # within 95%: served
+    assert not lifecycle.warnings(measured(client_qps=96.0), cell(OPEN))  # within 95%: served
 
 
 def test_the_report_ranks_a_saturated_closed_loop_by_server_cost_and_lists_the_warning(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_the_report_ranks_a_saturated_closed_loop_by_server_cost_and_lists_the_w
     for name, gen in (("a", 0.95), ("b", 0.5)):
         row = measured(gen_cpu_cores=gen, client_qps=1000.0, server_cpu_per_request_s=1e-4)
         row.cell = name
-        row.warnings = runner.warnings(row, c)
+        row.warnings = lifecycle.warnings(row, c)
         rows.append(json.dumps(row.to_json()) + "\n")
     (tmp_path / "runs.jsonl").write_text("".join(rows))
     s = report.write_all(tmp_path)

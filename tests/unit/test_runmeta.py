@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from xferbench import runmeta
-from xferbench.runmeta import RunMeta, RunMetaError
+from xferbench.analysis import runmeta
+from xferbench.analysis.runmeta import RunMeta, RunMetaError
 
 # A finished --until-ci run's experiment.json, keys in the order the runner writes them.
 WRITTEN: dict[str, Any] = {
@@ -122,7 +122,7 @@ def test_a_file_that_is_not_a_json_object_is_refused_with_its_name(tmp_path: Pat
 
 
 def test_the_report_refuses_a_malformed_file_as_a_bad_run_directory(tmp_path: Path) -> None:
-    from xferbench.report.summary import RunDirError, read_run
+    from xferbench.analysis.summary import RunDirError, read_run
 
     _write(tmp_path, {**WRITTEN, "repeats": "3"})
     (tmp_path / "runs.jsonl").write_text("")

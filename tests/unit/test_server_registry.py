@@ -1,4 +1,4 @@
-"""The server registry (xferbench/servers.py): every entry is complete and agrees with the modules that read
+"""The server registry (xferbench/config/servers.py): every entry is complete and agrees with the modules that read
 it, and a kind of server added to the registry alone is accepted by an experiment and started the same way."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from xferbench import experiment as xe
-from xferbench import process, profile, servers, stack
-from xferbench.containers import backend, images
-from xferbench.run import lifecycle
+from xferbench import config as xe
+from xferbench.config import servers
+from xferbench.measure import profile
+from xferbench.run import lifecycle, process
+from xferbench.run.containers import backend, images
+from xferbench.tools import stack
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -63,13 +65,13 @@ def test_default_ports_are_distinct() -> None:
 # Run in a fresh interpreter: the modules build their tables from SERVERS when first imported.
 CAPABILITIES = """
 import dataclasses, json, sys
-from xferbench import servers
+from xferbench.config import servers
 entry = dataclasses.replace(servers.SERVERS["xferd-go"], name="xferd-bare", ports={"grpc": 50099}, image=None,
                             metrics=False, conformance=False, calls=("echo",))
 servers.SERVERS[entry.name] = entry
 from tests.support import servers as support
-from xferbench import stack
-from xferbench.containers import images
+from xferbench.tools import stack
+from xferbench.run.containers import images
 json.dump({"stack": sorted(stack.LOCAL_SERVICES), "images": sorted(images.SPECS),
            "suites": sorted(support.SERVERS)}, sys.stdout)
 """

@@ -8,7 +8,7 @@ import pytest
 import loadgen
 from py_client import cli
 from py_client.sizes import format_size, parse_size
-from xferbench import experiment as xe
+from xferbench import config as xe
 
 
 @pytest.mark.parametrize(("text", "want"), [

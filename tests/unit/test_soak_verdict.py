@@ -1,4 +1,4 @@
-"""The soak's verdict and report line (xferbench/soak.py, xferbench/report/soak.py) on hand-made rows and on
+"""The soak's verdict and report line (xferbench/measure/soak.py, xferbench/report/soak.py) on hand-made rows and on
 synthetic series run through Watch.window (the verdict is taken on the line fitted through the last third of
 the measured window: what settles after the warm-up and then stays flat is ok, what still grows at the end is
 flagged), and the [soak] table of an experiment file."""
@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from xferbench import experiment as xe
-from xferbench import growth, soak
+from xferbench import config as xe
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.measure import growth, soak
+from xferbench.measure.scrape import Snapshot
 from xferbench.report import soak as report_soak
-from xferbench.report import summary, tables
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
-from xferbench.scrape import Snapshot
+from xferbench.analysis import summary
+from xferbench.report import tables
 
 GOAL = xe.Soak(growth_max=0.05, held_slack=2)
 GO: dict[str, Any] = {

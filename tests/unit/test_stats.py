@@ -1,4 +1,4 @@
-"""xferbench.stats on known distributions (hand-computed values, interval coverage, pairing, Holm, the noise
+"""xferbench.analysis.stats on known distributions (hand-computed values, interval coverage, pairing, Holm, the noise
 floor), and the verdicts of the real report pipeline on A/A experiments simulated from recorded noise."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from xferbench import experiment as xe
-from xferbench import stats
-from xferbench.metrics import RANKED
-from xferbench.report import summary
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
+from xferbench import config as xe
+from xferbench.analysis import stats
+from xferbench.analysis.metrics import RANKED
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis import summary
 
 T975_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # Student t quantile, df = 2, in closed form: 4.3027
 

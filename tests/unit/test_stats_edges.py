@@ -1,4 +1,4 @@
-"""xferbench.stats at its edges: samples with no spread, infinite values, and paired series of unequal length.
+"""xferbench.analysis.stats at its edges: samples with no spread, infinite values, and paired series of unequal length.
 
 What each edge must give (stats.py's contract): a figure with zero spread gets a defined interval (a point,
 [c, c]) and a comparison whose paired ratios are all identical gets the explicit NO_SPREAD result, never a
@@ -12,10 +12,10 @@ import math
 
 import pytest
 
-from xferbench import stats
-from xferbench.report import summary
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
+from xferbench.analysis import stats
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis import summary
 
 INF = float("inf")
 

@@ -1,4 +1,4 @@
-"""A stepped run cut into one window per user level (xferbench/steps.py), the explicit levels of loadgen's step
+"""A stepped run cut into one window per user level (xferbench/measure/steps.py), the explicit levels of loadgen's step
 profile, and the [load] steps of an experiment: given a series, the windows and their figures; bad levels
 refused naming what is wrong."""
 
@@ -8,9 +8,9 @@ import pytest
 
 from loadgen import _profiles
 from loadgen._options import parse_step_s, parse_steps
-from xferbench import experiment as xe
-from xferbench import figures, steps
-from xferbench.scrape import Snapshot, parse_text
+from xferbench import config as xe
+from xferbench.measure import figures, steps
+from xferbench.measure.scrape import Snapshot, parse_text
 
 BOUNDS = (0.01, 0.05, 0.1)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta
+from xferbench.analysis.summary import Summary
 from xferbench.report import stress
-from xferbench.report.summary import Summary
-from xferbench.row import RunRow
-from xferbench.runmeta import RunMeta
 
 MIB = 1 << 20
 

@@ -17,12 +17,12 @@ Schema (every key below is optional unless marked *required*)::
                                 # pair's verdicts show what the machine's noise alone produces
     alpha = 0.05                # family-wise rate of false verdicts in one report (Holm)
     profile = false             # sample the server's CPU in each measured window and attribute it to
-                                # allocator, gc, copy, ... (xferbench/profile/; docs/EXPERIMENTS.md "CPU attribution")
+                                # allocator, gc, copy, ... (xferbench/measure/profile/; EXPERIMENTS.md "CPU attribution")
     duet = true                 # run each cell at the same time as the baseline, so the machine's noise hits
-                                # both alike (xferbench/matrix.py); the default when every cell has a fixed
+                                # both alike (xferbench/run/matrix.py); the default when every cell has a fixed
                                 # offered load, there are two cells or more, and the CPUs can be pinned
     backend = "process"         # process: servers run as host processes | docker: each in a container on the
-                                # Docker-API engine (xferbench/containers/; docs/EXPERIMENTS.md "Servers in containers")
+                                # Docker-API engine (xferbench/run/containers/; docs/EXPERIMENTS.md "Servers in containers")
 
     [load]                      # the load of every cell (a server group may override any key)
     users = 8
@@ -32,7 +32,7 @@ Schema (every key below is optional unless marked *required*)::
     steps = "50,100,200"        # with profile "step": explicit user levels, strictly increasing (a list of
                                 # whole numbers in [load]); users becomes the last level
     step_s = 20                 # seconds each level is held; duration_s becomes levels x step_s; the runner
-                                # cuts one measured window per level (xferbench/steps.py), no warm-up apart
+                                # cuts one measured window per level (xferbench/measure/steps.py), no warm-up apart
     settle_s = 5                # seconds after a level's users are all running before its window starts
     mix = "upload:1,download:1,echo:1"
     sizes = "64KiB"
@@ -48,11 +48,11 @@ Schema (every key below is optional unless marked *required*)::
     slo_p99 = "20ms"            # capacity: the client P99 that must hold
     slo_failures = 0.01         # capacity: the failed fraction of calls that must not be exceeded
     transport = "grpc"          # grpc | frame; may be a list in a server group (a matrix axis)
-    driver = "locust"           # locust | xferload (frame, one method of echo/meta, steady; xferbench/generator.py)
+    driver = "locust"           # locust | xferload (frame, one method of echo/meta, steady; xferbench/run/generators.py)
     frame_codec = "protobuf"    # protobuf | gob: xferload --codec (gob needs driver = "xferload")
     call = "pkg.Service/Method" # any gRPC method (loadgen's CallUser), with data = '{"id": "{{seq}}"}' or
                                 # "@req.json", proto / import_path / protoset; or locustfile = "users.py": your
-                                # own Locust users; processes = N: Locust distributed (xferbench/userload.py;
+                                # own Locust users; processes = N: Locust distributed (xferbench/config/userload.py;
                                 # paths relative to the experiment file; docs/EXPERIMENTS.md "Any gRPC method")
 
     [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
@@ -65,15 +65,15 @@ Schema (every key below is optional unless marked *required*)::
     latency = "20ms"            # added to every round trip (server → client side), whole milliseconds
     jitter = "5ms"              # ± uniformly around latency; needs latency, at most latency
     bandwidth = "100MiB/s"      # per connection and direction; size units as in `sizes`, at least 1000/s
-    [soak]                      # a leak check instead of a ranking (xferbench/soak.py): per run, RSS and live-heap
+    [soak]                      # a leak check instead of a ranking (xferbench/measure/soak.py): per run, RSS and live-heap
     growth_max = 0.05           # growth over the last third of the measured window (>= 30 s) above this fraction, or
     held_slack = 2              # descriptors, threads or goroutines held after the load above their count
                                 # before it by more than this, flag the run "LEAK?"; no verdicts, no ranking;
                                 # duet defaults to false
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
-    server = "xferd-go"         # *required*: xferd-go | xferd-c (a kind of xferbench/servers.py) | command (any
-                                # executable: command, ready, metrics, alloc, gogc, ... as in xferbench/command.py)
+    server = "xferd-go"         # *required*: xferd-go | xferd-c (a kind of xferbench/config/servers.py) | command (any
+                                # executable: command, ready, metrics, alloc, gogc, ... as in xferbench/config/command.py)
     label = "go"                # short name used in cell names; default from the server
     binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
     args = ["--max-conns=256"]  # extra flags passed verbatim
@@ -138,6 +138,7 @@ from xferbench.config.parse import (
     load_file,
     parse,
 )
+from xferbench.config.servers import ALLOCATORS  # cost.py reads it from the schema
 from xferbench.config.tables import (
     BANDWIDTH_MIN,
 )
@@ -146,7 +147,6 @@ from xferbench.config.values import (
     MEMORY_LIMIT_MIN,
     parse_seconds,
 )
-from xferbench.servers import ALLOCATORS  # cost.py reads it from the schema
 
 __all__ = [
     "AA_SUFFIX",

@@ -12,7 +12,7 @@ from typing import Any
 
 import loadgen
 from py_client.sizes import parse_size
-from xferbench import command, servers
+from xferbench.config import command, servers
 from xferbench.config.files import ROOT
 from xferbench.config.load import _check_load_value, _resolve_mode
 from xferbench.config.model import LOAD_KEYS, SERVER_SPECS, Cell, ExperimentError, Limits, Load
@@ -65,7 +65,7 @@ def _group(g: dict[str, Any], where: str) -> tuple[_Group, dict[str, Any]]:
         raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join([*SERVER_SPECS, servers.COMMAND.name])}")
     spec = servers.get(server)
     cmd = None
-    if spec is servers.COMMAND:  # any executable: its own keys, read by xferbench/command.py
+    if spec is servers.COMMAND:  # any executable: its own keys, read by xferbench/config/command.py
         try:
             cmd, g = command.group(g, where)
         except command.CommandError as e:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import loadgen
-from xferbench import userload
+from xferbench.config import userload
 from xferbench.config.model import LOAD_KEYS, LOAD_MODES, LOADGEN_KEYS, TRANSPORTS, ExperimentError, Load
 from xferbench.config.values import _seconds_key, parse_seconds
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import loadgen
 from py_client.durations import parse_duration
-from xferbench import command, servers
+from xferbench.config import command, servers
 
 DEFAULT_REPEATS = 6
 LOAD_MODES = ("open", "closed", "capacity")
@@ -20,7 +20,7 @@ TRANSPORTS = ("grpc", "frame")
 BACKENDS = ("process", "docker")
 AA_SUFFIX = " (A/A)"
 
-# The kinds of server and what each accepts live in the registry (xferbench/servers.py); this name stays
+# The kinds of server and what each accepts live in the registry (xferbench/config/servers.py); this name stays
 # here for the modules and tests that read them from the experiment.
 SERVER_SPECS = servers.SERVERS
 
@@ -59,9 +59,9 @@ class Load:
     mode: str | None = None  # None until the cell is built: "open" when a rate is given, else "closed"
     slo_p99: float | None = None  # seconds (the file may say "20ms")
     slo_failures: float = 0.01
-    driver: str = "locust"  # the load generator: locust (loadgen) or xferload (xferbench/generator.py)
+    driver: str = "locust"  # the load generator: locust (loadgen) or xferload (xferbench/run/generators.py)
     frame_codec: str = "protobuf"  # xferload --codec: the frame listener's codec (gob: xferd-go's net/rpc default)
-    # Any gRPC method (loadgen's --xfer-call ...), or the user's own Locust users: xferbench/userload.py.
+    # Any gRPC method (loadgen's --xfer-call ...), or the user's own Locust users: xferbench/config/userload.py.
     call: str | None = None
     data: str | None = None
     proto: str | None = None
@@ -231,8 +231,8 @@ class Experiment:
     duet: bool = False
     network: Network | None = None
     soak: Soak | None = None
-    profile: bool = False  # sample the server's CPU in every measured window (xferbench/profile/)
-    backend: str = "process"  # process | docker (each cell's server in a container: xferbench/containers/)
+    profile: bool = False  # sample the server's CPU in every measured window (xferbench/measure/profile/)
+    backend: str = "process"  # process | docker (each cell's server in a container: xferbench/run/containers/)
 
     @property
     def aa_cell(self) -> str | None:

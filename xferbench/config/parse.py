@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from xferbench import servers, userload
+from xferbench.config import servers, userload
 from xferbench.config.cells import _group_cells
 from xferbench.config.cpus import _pinning
 from xferbench.config.files import resolve

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xferbench.analysis.summary import Summary, load, summarize
 from xferbench.report import html, stress, tables
-from xferbench.report.summary import Summary, load, summarize
 
 __all__ = ["Summary", "load", "summarize", "write_all"]
 

@@ -14,9 +14,9 @@ import plotly.graph_objects as go
 from plotly.colors import convert_colors_to_same_type, qualitative
 from plotly.subplots import make_subplots
 
-from xferbench import figures
-from xferbench.metrics import BY_NAME, METRICS
-from xferbench.report.summary import Summary
+from xferbench.analysis.metrics import BY_NAME, METRICS
+from xferbench.analysis.summary import Summary
+from xferbench.measure import figures
 
 SERIES = (
     ("client_qps", "client QPS (req/s)"),

@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.table import Table
 
-from xferbench import runmeta, stats
-from xferbench.metrics import BY_NAME
-from xferbench.report import fmt, summary
-from xferbench.report.summary import CellSummary, Summary
+from xferbench.analysis import runmeta, stats, summary
+from xferbench.analysis.metrics import BY_NAME
+from xferbench.analysis.summary import CellSummary, Summary
+from xferbench.report import fmt
 
 Pair = tuple[str, CellSummary, CellSummary]  # the row's cell name, A's cell, B's cell
 

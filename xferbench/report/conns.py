@@ -5,9 +5,9 @@ connections, or some run reconnected or left sockets in TIME_WAIT."""
 
 from __future__ import annotations
 
-from xferbench.metrics import BY_NAME
+from xferbench.analysis.metrics import BY_NAME
+from xferbench.analysis.summary import CellSummary, Summary
 from xferbench.report import fmt
-from xferbench.report.summary import CellSummary, Summary
 
 COLUMNS = ("client_p50_s", "client_p95_s", "conns_accepted_per_s", "conns_opened_per_s", "reconnects_per_s",
            "time_wait_peak", "client_failures", "server_errors")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from xferbench.metrics import BY_NAME
+from xferbench.analysis.metrics import BY_NAME
+from xferbench.analysis.summary import CellSummary, Summary
 from xferbench.report import fmt
-from xferbench.report.summary import CellSummary, Summary
 
 TITLE = "Containers"
 NOTE = ("Per cell: the container's cgroup limits; runs OOM-killed by the kernel (failed runs, counted here); "

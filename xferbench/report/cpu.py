@@ -1,5 +1,5 @@
 """The report's CPU attribution (runs profiled with `profile = true`): per cell, the mean share of the
-server's CPU samples in each bucket (xferbench/profile/classify.py), the Amdahl bound on what a faster
+server's CPU samples in each bucket (xferbench/measure/profile/classify.py), the Amdahl bound on what a faster
 allocator could gain end to end, beside the measured ratio to the baseline, and links to the flame graphs."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from xferbench.experiment import slug
-from xferbench.profile import cell_graph
-from xferbench.profile.classify import BUCKETS
+from xferbench.analysis.summary import CellSummary, Summary
+from xferbench.config import slug
+from xferbench.measure.profile import cell_graph
+from xferbench.measure.profile.classify import BUCKETS
 from xferbench.report import fmt
-from xferbench.report.summary import CellSummary, Summary
 
 BUCKET_COLORS = {
     "allocator": "#d62728", "gc": "#ff7f0e", "copy": "#1f77b4", "checksum": "#9467bd", "protobuf": "#8c564b",
@@ -79,7 +79,7 @@ def markdown(s: Summary) -> list[str]:
         return []
     out = ["## Where the server's CPU goes", "",
            "Share of the server's CPU samples in each measured window (mean over runs), by the innermost frame "
-           "that matches xferbench/profile/classify.py; the Amdahl bound is 1 / (1 - allocator share).", "",
+           "that matches xferbench/measure/profile/classify.py; the Amdahl bound is 1 / (1 - allocator share).", "",
            "| configuration | samples | " + " | ".join(BUCKETS) + " | Amdahl bound, and the measured ratio |",
            "|---|---:|" + "---:|" * len(BUCKETS) + "---|"]
     for cc in cs:
@@ -107,6 +107,6 @@ def html(s: Summary, include_plotlyjs: bool) -> str:
     plot: str = fig.to_html(full_html=False, include_plotlyjs=include_plotlyjs, config={"displaylogo": False})
     return ("<h2>Where the server's CPU goes</h2><p class='note'>Share of the server's CPU samples in each "
             "measured window (mean over runs), each sample put in one bucket by the innermost frame of its stack "
-            "that matches xferbench/profile/classify.py. Amdahl: an allocator that cost nothing could speed the "
+            "that matches xferbench/measure/profile/classify.py. Amdahl: an allocator that cost nothing could speed the "
             "server up at most 1 / (1 - allocator share).</p>"
             + plot + "<ul>" + "".join(items) + "</ul>")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xferbench import stats
+from xferbench.analysis import stats
 
 # Units whose values print as bare numbers ("0.84", "1,250"): a column of them names its unit in its header.
 BARE_UNITS = ("cores", "req/s")

@@ -8,12 +8,12 @@ from __future__ import annotations
 import html as h
 from pathlib import Path
 
-from xferbench import stats
-from xferbench.metrics import BY_NAME
+from xferbench.analysis import stats
+from xferbench.analysis.metrics import BY_NAME
+from xferbench.analysis.runmeta import Machine
+from xferbench.analysis.summary import Summary
 from xferbench.report import charts, conns, containers, cpu, fmt, soak, stress, tables
 from xferbench.report.charts import metric_title
-from xferbench.report.summary import Summary
-from xferbench.runmeta import Machine
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;

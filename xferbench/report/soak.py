@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xferbench.report.summary import Summary
-from xferbench.row import RunRow
-from xferbench.runmeta import SoakGoal
-from xferbench.soak import LEAK
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import SoakGoal
+from xferbench.analysis.summary import Summary
+from xferbench.measure.soak import LEAK
 
 NO_RANKING = (
     "no ranking and no verdicts between configurations; each run is judged alone against the goal"

@@ -1,5 +1,5 @@
 """The stress-matrix view of a stepped run (experiments/netrpc-stress.toml): per file size and user level, the
-median over repeats of each level's window (xferbench/steps.py), as a table (summary.md, the terminal) and a
+median over repeats of each level's window (xferbench/measure/steps.py), as a table (summary.md, the terminal) and a
 chart (report.html and stress.html beside it: one panel per figure against users, one line per file size).
 
 Throughput is the server's transferred bytes per second: it counts every chunk as it goes, so a level's window
@@ -22,9 +22,9 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from py_client.sizes import parse_size
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.summary import Summary
 from xferbench.report import fmt
-from xferbench.report.summary import Summary
-from xferbench.row import RunRow
 
 RECONNECT_KEYS = ("reconnects_per_s", "conns_accepted_per_s", "time_wait_peak")
 NA = "n/a"

@@ -8,13 +8,13 @@ import csv
 from collections import Counter
 from pathlib import Path
 
-from xferbench import stats
-from xferbench.metrics import BY_NAME, METRICS, RANKED
+from xferbench.analysis import stats
+from xferbench.analysis.metrics import BY_NAME, METRICS, RANKED
+from xferbench.analysis.runmeta import Machine, RunMeta
+from xferbench.analysis.summary import CellSummary, Summary, Verdict
 from xferbench.report import conns, containers, cpu, fmt, soak, stress
-from xferbench.report.summary import CellSummary, Summary, Verdict
-from xferbench.runmeta import Machine, RunMeta
 
-# The statistical method (xferbench/stats.py) in one sentence, for the top of every report.
+# The statistical method (xferbench/analysis/stats.py) in one sentence, for the top of every report.
 METHOD = (
     "Each figure is the geometric mean across repeats with a Student-t 95% interval on the log values; each "
     "configuration is compared with the baseline run it was paired with (the same duet, or the same round), so "
@@ -152,7 +152,7 @@ def aa_mark(s: Summary, cell: str) -> str:
 
 
 def short_columns(s: Summary) -> list[str]:
-    """The ranking metric first, then the other metrics with a column (xferbench/metrics.py) that some cell
+    """The ranking metric first, then the other metrics with a column (xferbench/analysis/metrics.py) that some cell
     measured."""
     present = set(s.present_metrics())
     return [s.rank_metric] + [m.name for m in METRICS if m.column and m.name in present and m.name != s.rank_metric]

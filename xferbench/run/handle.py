@@ -1,7 +1,7 @@
 """What the runner needs of a running server, whatever runs it.
 
-A structural type: `xferbench.process.Server` (and its subclass `CommandServer`) and
-`xferbench.containers.backend.ContainerServer` satisfy it without importing it, so the measurement layer
+A structural type: `xferbench.run.process.Server` (and its subclass `CommandServer`) and
+`xferbench.run.containers.backend.ContainerServer` satisfy it without importing it, so the measurement layer
 below stays free of the runner.
 """
 

@@ -10,16 +10,17 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xferbench import capacity, figures, metrics, servers, soak
-from xferbench.experiment import Cell, Experiment
-from xferbench.matrix import Run
-from xferbench.process import ServerStartError
-from xferbench.progress_protocol import NullProgress
-from xferbench.row import RunRow
+from xferbench.analysis import metrics
+from xferbench.analysis.row import RunRow
+from xferbench.config import Cell, Experiment, servers
+from xferbench.measure import capacity, figures, soak
+from xferbench.measure.sources import MetricsSource, ScrapeSource
 from xferbench.run.live import CellFailed, Live, affinity, new_row
+from xferbench.run.matrix import Run
 from xferbench.run.phase import load_phase
+from xferbench.run.process import ServerStartError
+from xferbench.run.progress_protocol import NullProgress
 from xferbench.run.serverstart import network_proxy, start_server
-from xferbench.sources import MetricsSource, ScrapeSource
 
 if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
     import docker

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xferbench import soak
-from xferbench.experiment import Experiment, slug
-from xferbench.matrix import Run
-from xferbench.progress_protocol import NullProgress
-from xferbench.row import RunRow
+from xferbench.analysis.row import RunRow
+from xferbench.config import Experiment, slug
+from xferbench.measure import soak
+from xferbench.measure.sources import MetricsSource
 from xferbench.run.handle import ServerHandle
-from xferbench.sources import MetricsSource
-from xferbench.toxiproxy import Toxiproxy
+from xferbench.run.matrix import Run
+from xferbench.run.progress_protocol import NullProgress
+from xferbench.run.toxiproxy import Toxiproxy
 
 if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
     import docker

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xferbench import figures, profile, servers
-from xferbench.experiment import slug
-from xferbench.row import RunRow
+from xferbench.analysis.row import RunRow
+from xferbench.config import slug
+from xferbench.measure import figures, profile
+from xferbench.measure.scrape import Snapshot
 from xferbench.run.live import CellFailed, Live
-from xferbench.scrape import Snapshot
 
 
 def write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float) -> None:
@@ -33,7 +33,7 @@ def start_profile(live: Live, stem: str, seconds: float) -> profile.Started:
     """The server's CPU sampling from now (the warm-up's end) for the rest of the measured window."""
     server, kind = live.running_server, live.run.cell.server
     try:
-        return profile.start(kind, server.pid, server.addr(servers.get(kind).metrics_key), seconds, live.run_dir, stem)
+        return profile.start_server(kind, live.run.cell.command, server.pid, server.addr, seconds, live.run_dir, stem)
     except profile.ProfileError as e:
         raise CellFailed(str(e), []) from None
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import psutil
 
-from xferbench import figures, procfs, profile, steps
-from xferbench.experiment import Load
-from xferbench.generator import Generator, generator_class
-from xferbench.process import READY_TIMEOUT_S, ServerStartError, free_port
+from xferbench.config import Load
+from xferbench.measure import figures, procfs, profile, steps
+from xferbench.measure.scrape import Snapshot
+from xferbench.run.generators import Generator, generator_class
 from xferbench.run.live import CellFailed, Live, affinity
 from xferbench.run.outputs import profile_figures, start_profile, write_series
-from xferbench.scrape import Snapshot
+from xferbench.run.process import READY_TIMEOUT_S, ServerStartError, free_port
 
 GEN_TAIL_MARGIN_S = 15.0  # the generator's own time bound (Locust -t, xferload --duration): a safety net
 
@@ -189,7 +189,7 @@ def _gen_tick(live: Live, phase: Phase) -> None:
 
 
 def _step_figures(live: Live, phase: Phase) -> list[dict[str, Any]]:
-    """A stepped load: one window per level out of this one run (xferbench/steps.py)."""
+    """A stepped load: one window per level out of this one run (xferbench/measure/steps.py)."""
     load = live.run.cell.load
     server = live.source.snapshots(phase.t0, phase.client[-1].t) if phase.client else []
     out = steps.per_step(phase.client, server, phase.gen_ticks, load.levels, load.settle_s)

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xferbench import commandserver, servers
-from xferbench.experiment import Cell, Experiment
-from xferbench.process import Server, ServerStartError, kill_all
+from xferbench.config import Cell, Experiment, servers
+from xferbench.run import commandserver
 from xferbench.run.handle import ServerHandle
 from xferbench.run.live import CellFailed, Live
-from xferbench.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
+from xferbench.run.process import Server, ServerStartError, kill_all
+from xferbench.run.toxiproxy import Toxiproxy, ToxiproxyError, network_toxics
 
 if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
     import docker
@@ -23,7 +23,7 @@ def container_engine(exp: Experiment) -> docker.DockerClient | None:
     runners that died without cleaning up. Raises containers.engine.EngineError saying why there is none."""
     if exp.backend != "docker":
         return None
-    from xferbench.containers import backend, engine
+    from xferbench.run.containers import backend, engine
 
     client = engine.ensure()
     backend.remove_orphans(client)
@@ -36,7 +36,7 @@ def _check_command_images(exp: Experiment, client: docker.DockerClient) -> None:
     """A command server's image is the user's: present in the engine before any run, never built here."""
     import docker.errors
 
-    from xferbench.containers.engine import EngineError
+    from xferbench.run.containers.engine import EngineError
 
     for c in exp.cells:
         if c.command is not None and not c.image:  # --backend docker over an experiment written for the host
@@ -54,7 +54,7 @@ def _check_command_images(exp: Experiment, client: docker.DockerClient) -> None:
 def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None:
     """Build (once; later only when their inputs change) the `xferbench images build` images of the cells
     that use a server's default image; an image named by `image =` or $XFERBENCH_IMAGE_* is the user's."""
-    from xferbench.containers import backend, images
+    from xferbench.run.containers import backend, images
 
     def say(b: images.Built) -> None:
         if b.built:
@@ -74,8 +74,8 @@ def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None
 def kill_everything() -> None:
     """Every child process and every container this runner started (Ctrl-C in a duet, SIGTERM)."""
     kill_all()
-    if "xferbench.containers.backend" in sys.modules:
-        from xferbench.containers import backend
+    if "xferbench.run.containers.backend" in sys.modules:
+        from xferbench.run.containers import backend
 
         backend.kill_all()
 
@@ -94,7 +94,7 @@ def start_server(live: Live) -> ServerHandle:
             cpus=exp.pinning.server or None,
             ready_word=servers.get(cell.server).ready_word,
         )
-    from xferbench.containers.backend import ContainerServer
+    from xferbench.run.containers.backend import ContainerServer
 
     if live.engine is None:
         live.engine = container_engine(exp)

@@ -25,16 +25,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
-from xferbench import stats
-from xferbench.experiment import Experiment
-from xferbench.matrix import ORDER_SEED, round_runs, round_units, schedule
-from xferbench.progress_protocol import NullProgress
-from xferbench.row import RunRow
+from xferbench.analysis import stats
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import FILE, Machine, Network, Pinning, RunMeta, SoakGoal, UntilCIState
+from xferbench.config import Experiment
+from xferbench.measure.sources import MetricsSource, ScrapeSource
+from xferbench.run.matrix import ORDER_SEED, round_runs, round_units, schedule
 from xferbench.run.outputs import merge_profiles
+from xferbench.run.progress_protocol import NullProgress
 from xferbench.run.serverstart import container_engine
 from xferbench.run.unit import run_unit
-from xferbench.runmeta import FILE, Machine, Network, Pinning, RunMeta, SoakGoal, UntilCIState
-from xferbench.sources import MetricsSource, ScrapeSource
 
 if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
     import docker

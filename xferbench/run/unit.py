@@ -7,14 +7,14 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xferbench.experiment import Experiment
-from xferbench.matrix import Run
-from xferbench.progress_protocol import NullProgress
-from xferbench.row import RunRow
+from xferbench.analysis.row import RunRow
+from xferbench.config import Experiment
+from xferbench.measure.sources import MetricsSource
 from xferbench.run.lifecycle import run_one
 from xferbench.run.live import new_row
+from xferbench.run.matrix import Run
+from xferbench.run.progress_protocol import NullProgress
 from xferbench.run.serverstart import kill_everything
-from xferbench.sources import MetricsSource
 
 if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs containers
     import docker

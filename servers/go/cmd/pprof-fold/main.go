@@ -1,6 +1,6 @@
 // Command pprof-fold turns a Go CPU profile (the gzipped protobuf /debug/pprof/profile serves) into folded
 // stacks, one line per distinct stack: "root;...;leaf COUNT", the format flame graph renderers and
-// xferbench's classifier (xferbench/profile/) read. Each frame is "function (binary)"; inlined calls are
+// xferbench's classifier (xferbench/measure/profile/) read. Each frame is "function (binary)"; inlined calls are
 // frames of their own, so runtime.mallocgc stays visible when the compiler inlines it into its caller.
 //
 // It uses github.com/google/pprof/profile, the parser of pprof itself, rather than a hand-written decoder

@@ -1,0 +1,204 @@
+"""One line of runs.jsonl: what one run of one cell measured, as a typed record.
+
+The runner fills a `RunRow` as the run goes (identity first, then the figures of its measured window, then
+the soak's or the capacity search's own), writes `to_json()`, and the reports read it back with
+`from_json()`. The JSON keys are the field names, exactly as before this type existed, so older run
+directories still load; a key this version does not know is kept in `extra` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+Status = Literal["ok", "failed", "interrupted"]
+STATUSES: tuple[Status, ...] = ("ok", "failed", "interrupted")
+
+
+@dataclass
+class RunRow:
+    # --- which run this is ----------------------------------------------------------------------------
+    cell: str
+    server: str
+    transport: str
+    experiment: str = ""
+    repeat: int = 1
+    order: int = 0
+    pair: str = ""  # what pairs it with a baseline run: "r3", or "r3/<other cell>" in a duet
+    axes: dict[str, str] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    source: str = "scrape"  # where the server figures came from: scrape | promql
+    started_at: str | None = None  # UTC, ISO 8601
+    warmup_s: float | None = None
+
+    # --- how it went ----------------------------------------------------------------------------------
+    status: Status = "ok"
+    error: str | None = None
+    stderr_tail: list[str] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    # --- the processes --------------------------------------------------------------------------------
+    ready: dict[str, str] | None = None  # the server's ready-line fields
+    build_info: dict[str, str] | None = None  # the labels of its xfer_build_info
+    pids: dict[str, int] | None = None  # server, locust, toxiproxy
+    cpus: dict[str, list[int] | None] | None = None  # read back from the kernel: server, generator
+    network: dict[str, Any] | None = None  # [network] settings and the proxy's address
+
+    # --- the measured window: the load generator ------------------------------------------------------
+    duration_s: float | None = None
+    runner_cpu_cores: float | None = None
+    gen_cpu_cores: float | None = None  # Locust's own process_cpu_seconds_total rate, else gen_cpu_cores_psutil
+    gen_cpu_cores_psutil: float | None = None  # Locust's process tree, read by the runner
+    gen_cpus_idle_cores: float | None = None  # the generator's pinned CPUs: idle (cores) over the window
+    gen_cpus_steal_cores: float | None = None  # ... and stolen by the hypervisor
+    client_qps: float | None = None
+    client_bytes_per_s: float | None = None
+    client_upload_bytes_per_s: float | None = None
+    client_download_bytes_per_s: float | None = None
+    client_p50_s: float | None = None
+    client_p95_s: float | None = None
+    client_p99_s: float | None = None
+    client_requests: float | None = None
+    client_failures: float | None = None
+    client_failure_rate: float | None = None
+    client_users: float | None = None
+    client_methods: dict[str, dict[str, float | None]] | None = None  # method → qps, p50_s, p95_s, p99_s
+    # A user locustfile's run ([load] locustfile): Locust's own statistics of its whole run, warm-up included
+    # (requests, failures, p50_s, p95_s, p99_s, rps; xferbench/run/generators.py locust_stats)
+    locust_stats: dict[str, float | None] | None = None
+
+    # One dict per level of a stepped load (xferbench/measure/steps.py): users, its window's figures, gen_saturated.
+    steps: list[dict[str, Any]] | None = None
+
+    # --- the measured window: the server --------------------------------------------------------------
+    server_qps: float | None = None
+    server_p95_s: float | None = None
+    server_p99_s: float | None = None
+    server_errors: float | None = None
+    server_cpu_cores: float | None = None
+    server_bytes_per_s: float | None = None
+    server_requests: float | None = None
+    server_cpu_per_request_s: float | None = None
+    server_cpu_per_gib_s: float | None = None
+    rss_peak_bytes: float | None = None
+    rss_mean_bytes: float | None = None
+    gc_pauses: float | None = None
+    gc_pause_total_s: float | None = None
+    gc_pause_p99_s: float | None = None
+    gc_cpu_share: float | None = None
+    gc_pause_per_request_s: float | None = None
+    heap_inuse_mean_bytes: float | None = None
+    alloc_allocated_bytes: float | None = None
+    alloc_resident_bytes: float | None = None
+    alloc_resident_peak_bytes: float | None = None
+    alloc_committed_bytes: float | None = None  # mimalloc exports this one only
+    scrape_check: dict[str, Any] | None = None  # with PromQL: the same server figures from the built-in scraper
+    cpu_profile: dict[str, Any] | None = None  # with profiling: {"samples": N, "shares": {bucket: share}}
+
+    # --- the server's container (backend = "docker"; xferbench/run/containers/): its own cgroup's figures over
+    # its life (one run), read just before it was stopped or at the last tick before it died ---------------
+    container: dict[str, Any] | None = None  # image, id, name, cpus, memory_bytes
+    ctr_mem_usage_bytes: float | None = None
+    ctr_mem_peak_bytes: float | None = None  # the cgroup's high-water mark (page cache included)
+    ctr_mem_failcnt: float | None = None  # times the memory limit was hit
+    ctr_oom_kills: float | None = None  # the cgroup's OOM-kill count
+    ctr_oom_killed: bool | None = None  # the engine says the server was OOM-killed
+    ctr_cpu_periods: float | None = None  # CFS periods with the quota enforced
+    ctr_cpu_throttled_periods: float | None = None
+    ctr_cpu_throttled_s: float | None = None
+    # --- the measured window: connections (xferbench/measure/figures.py connection_figures) ------------------------
+    conns_accepted_per_s: float | None = None  # the server's xfer_connections_accepted_total rate
+    conns_opened_per_s: float | None = None  # the client's xfer_client_connections_opened_total rate
+    reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
+    time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
+
+    # --- the measured window: the server process as /proc/PID shows it (xferbench/measure/procfs.py), whatever it exports
+    proc_cpu_cores: float | None = None
+    proc_cpu_per_request_s: float | None = None  # over the client's count of operations
+    proc_rss_peak_bytes: float | None = None
+    proc_rss_mean_bytes: float | None = None
+    proc_threads_peak: float | None = None
+    proc_ctx_switches_per_s: float | None = None
+    proc_page_faults_per_s: float | None = None
+    proc_fds_peak: float | None = None
+
+    # --- files beside runs.jsonl ----------------------------------------------------------------------
+    timeseries: str | None = None  # timeseries/<stem>.csv
+    soak_series: str | None = None  # timeseries/<stem>.soak.csv
+    flamegraph: str | None = None  # profiles/<stem>.svg (or .folded when no renderer is installed)
+
+    # --- a soak (xferbench/measure/soak.py) -------------------------------------------------------------------
+    soak_from_s: float | None = None
+    soak_window_s: float | None = None
+    soak_rss_growth: float | None = None
+    soak_heap_metric: str | None = None
+    soak_heap_growth: float | None = None
+    soak_fds_start: int | None = None
+    soak_fds_end: int | None = None
+    soak_threads_start: int | None = None
+    soak_threads_end: int | None = None
+    soak_goroutines_start: int | None = None
+    soak_goroutines_end: int | None = None
+    soak_verdict: str | None = None
+    soak_flags: list[str] | None = None
+
+    # --- a capacity search (xferbench/measure/capacity.py) ----------------------------------------------------
+    capacity_status: str | None = None
+    capacity_rps: float | None = None
+    capacity_steps: list[dict[str, Any]] | None = None
+
+    # Keys of a runs.jsonl line that this version does not know, kept so that a rewrite loses nothing.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def set_figures(self, figures: Mapping[str, Any]) -> None:
+        """Sets every named figure; a name that is not a field is a programming error, not data to drop."""
+        for name, value in figures.items():
+            if name not in FIELD_NAMES:
+                raise KeyError(f"RunRow has no field {name!r}")
+            setattr(self, name, value)
+
+    def figure(self, name: str) -> float | None:
+        """A numeric figure by its metric name (xferbench/analysis/metrics.py), wherever it is kept."""
+        value = getattr(self, name) if name in FIELD_NAMES else self.extra.get(name)
+        return None if value is None else float(value)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def pair_key(self) -> str:
+        """Which baseline run this row pairs with: its duet, or its round."""
+        return self.pair or f"r{self.repeat}"
+
+    def fail(self, error: str, tail: list[str]) -> None:
+        self.status = "failed"
+        self.error = error
+        self.stderr_tail = tail[-20:]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in FIELD_NAMES}
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRow:
+        """A row from one runs.jsonl line; raises ValueError naming what is missing or wrong."""
+        missing = [k for k in REQUIRED if k not in data]
+        if missing:
+            raise ValueError(f"a runs.jsonl row needs {', '.join(missing)}; got keys {sorted(data)}")
+        status = data.get("status", "ok")
+        if status not in STATUSES:
+            raise ValueError(f"row of cell {data['cell']!r}: status {status!r} is not one of {', '.join(STATUSES)}")
+        known = {k: v for k, v in data.items() if k in FIELD_NAMES}
+        for k in NOT_NULL:  # an older writer may have written null where this one keeps an empty value
+            if known.get(k, 0) is None:
+                known.pop(k)
+        extra = {k: v for k, v in data.items() if k not in FIELD_NAMES and k != "extra"}
+        return cls(**known, extra=extra)
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunRow) if f.name != "extra")
+REQUIRED = ("cell", "server", "transport")
+NOT_NULL = ("axes", "config", "warnings", "repeat", "order", "pair", "source", "status")

@@ -1,0 +1,233 @@
+"""Per-cell summaries across repeats and the run's verdicts: every cell against the baseline, paired by
+round, one Holm family per report, each verdict beside its metric's noise floor (xferbench/analysis/stats.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xferbench.analysis import runmeta, stats
+from xferbench.analysis.metrics import BY_NAME, GEN_SATURATED_CORES, METRICS, RANKED
+from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import RunMeta, RunMetaError
+
+
+@dataclass
+class CellSummary:
+    name: str
+    server: str
+    transport: str
+    axes: dict[str, str]
+    n_ok: int = 0
+    n_failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    est: dict[str, stats.Estimate] = field(default_factory=dict)
+    vs_base: dict[str, stats.Comparison] = field(default_factory=dict)
+    values: dict[str, list[float]] = field(default_factory=dict)
+    by_pair: dict[str, dict[str, float]] = field(default_factory=dict)  # metric → pair key → value
+
+
+@dataclass(frozen=True)
+class Verdict:
+    cell: str
+    metric: str
+    comparison: stats.Comparison
+
+
+@dataclass
+class Summary:
+    meta: RunMeta
+    rows: list[RunRow]
+    cells: list[CellSummary]
+    baseline: str
+    rank_metric: str = "client_qps"
+    rank_reason: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)  # the Holm family, in table order
+    floors: dict[str, float | None] = field(default_factory=dict)  # metric → noise floor (0.05 = ±5%)
+    alpha: float = stats.ALPHA
+
+    def ranked(self, metric: str | None = None) -> list[CellSummary]:
+        if self.meta.soak:
+            return list(self.cells)  # a soak ranks nothing: the experiment's order
+        metric = metric or self.rank_metric
+        higher = BY_NAME[metric].better == "higher"
+
+        def key(c: CellSummary) -> float:
+            m = c.est.get(metric)
+            if m is None or m.center is None:
+                return float("inf")
+            return -m.center if higher else m.center
+
+        return sorted(self.cells, key=key)
+
+    def present_metrics(self) -> list[str]:
+        """Metrics with at least one value in some cell (a Go-only sweep has no allocator columns...)."""
+        return [
+            m.name for m in METRICS
+            if any(c.est.get(m.name) is not None and c.est[m.name].center is not None for c in self.cells)
+        ]
+
+    @property
+    def aa_cell(self) -> str | None:
+        name = self.meta.aa_cell
+        return name if any(c.name == name for c in self.cells) else None
+
+    def floor_text(self) -> str:
+        """One line for the top of every report: what this run can tell apart."""
+        parts = [
+            f"±{f * 100:.1f}% in {BY_NAME[m].title}" for m, f in self.floors.items() if f is not None
+        ]
+        if not parts:
+            return (
+                f"no noise floor: every compared cell needs at least {stats.MIN_REPEATS} repeats "
+                "(xferbench run --repeat N)"
+            )
+        return "on this machine, this run can tell apart differences of " + ", ".join(parts)
+
+
+class RunDirError(ValueError):
+    """A run directory whose runs.jsonl cannot be read; the message names the file and line."""
+
+
+def read_run(run_dir: Path) -> tuple[RunMeta, list[RunRow]]:
+    meta_path = run_dir / runmeta.FILE
+    try:
+        # A run directory without one still reports its rows, under no name.
+        meta = runmeta.load(meta_path) if meta_path.exists() else RunMeta(experiment="", cells=[])
+    except RunMetaError as e:
+        raise RunDirError(str(e)) from None
+    path = run_dir / "runs.jsonl"
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(RunRow.from_json(json.loads(line)))
+            except ValueError as e:  # json.JSONDecodeError is a ValueError too
+                raise RunDirError(f"{path}:{n}: {e}") from None
+    return meta, rows
+
+
+def _cells(meta: RunMeta, rows: list[RunRow]) -> dict[str, CellSummary]:
+    order: list[str] = list(meta.cells)
+    for r in rows:
+        if r.cell not in order:
+            order.append(r.cell)
+    cells: dict[str, CellSummary] = {}
+    for name in order:
+        first = next((r for r in rows if r.cell == name), None)
+        if first is None:
+            cfg = meta.cell_config(name)
+            cells[name] = CellSummary(name, cfg.get("server", "?"), cfg.get("transport", "?"), {})
+        else:
+            cells[name] = CellSummary(name, first.server, first.transport, first.axes)
+    for r in rows:
+        c = cells[r.cell]
+        if r.ok:
+            c.n_ok += 1
+            for m in METRICS:
+                v = r.figure(m.name)
+                if v is not None:
+                    c.values.setdefault(m.name, []).append(v)
+                    c.by_pair.setdefault(m.name, {})[r.pair_key] = v
+        elif r.status == "failed":
+            c.n_failed += 1
+            c.errors.append(f"r{r.repeat}: {r.error}")
+        for w in r.warnings:
+            if w not in c.warnings:
+                c.warnings.append(w)
+    for c in cells.values():
+        for m in METRICS:
+            c.est[m.name] = stats.estimate(c.values.get(m.name, []))
+    return cells
+
+
+def rank_metric(meta: RunMeta, rows: list[RunRow]) -> tuple[str, str]:
+    """The metric that ranks the cells, and why: client QPS only measures the server in a closed loop whose
+    generator kept up; under a fixed offered load every cell serves the same rate, so the server's cost
+    per request is what differs."""
+    modes = {(cfg.get("load") or {}).get("mode") for cfg in meta.cell_configs.values()}
+    if "capacity" in modes:
+        return "capacity_rps", "capacity mode: the highest offered rate each cell served within the SLO"
+    if "open" in modes:
+        transports = {(cfg.get("transport")) for cfg in meta.cell_configs.values()}
+        if len(transports) > 1:
+            return "server_cpu_per_gib_s", (
+                "fixed offered load over different transports: a gRPC stream counts as one request where the frame "
+                "protocol counts every chunk, so the cost per GiB moved ranks"
+            )
+        return "server_cpu_per_request_s", "fixed offered load: every cell served the same rate, so its cost differs"
+    saturated = [r for r in rows if (r.gen_cpu_cores or 0) > GEN_SATURATED_CORES]
+    if saturated:
+        return "server_cpu_per_request_s", (
+            f"closed loop with the load generator saturated in {len(saturated)} run{'s' * (len(saturated) != 1)}: "
+            "client QPS would measure Locust, so the server's cost per request ranks"
+        )
+    return "client_qps", "closed loop, load generator below saturation"
+
+
+def profiled(rows: list[RunRow], where: str = "") -> bool:
+    """Whether the completed runs were profiled; raises RunDirError when some were and some were not:
+    sampling costs the server CPU (BENCHMARKS.md), so their figures must never be compared."""
+    ok = [r for r in rows if r.ok]
+    with_p = [r for r in ok if r.cpu_profile is not None]
+    if with_p and len(with_p) < len(ok):
+        without = sorted({r.cell for r in ok if r.cpu_profile is None})
+        raise RunDirError(f"{where or 'these runs'}: {len(with_p)} of {len(ok)} completed runs were profiled and "
+                          f"the others not (e.g. {', '.join(without[:3])}); profiling costs the server CPU, so "
+                          "profiled and unprofiled windows are not compared — rerun them alike")
+    return bool(with_p)
+
+
+def summarize(meta: RunMeta, rows: list[RunRow]) -> Summary:
+    profiled(rows, meta.experiment)
+    cells = _cells(meta, rows)
+    order = list(cells)
+    baseline = meta.baseline or (order[0] if order else "")
+    if baseline not in cells and order:
+        baseline = order[0]
+    metric, reason = rank_metric(meta, rows)
+    alpha = float(stats.ALPHA if meta.alpha is None else meta.alpha)
+    s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha)
+    base = cells.get(baseline)
+    if base is None or meta.soak:  # a soak compares nothing: one run per cell, each judged alone
+        return s
+    for c in cells.values():
+        for m in METRICS:  # a diagnostic gets its ratio and interval, never a verdict
+            c.vs_base[m.name] = paired(base, c, m.name, m.higher_is_better)
+    _decide(s, base)
+    return s
+
+
+def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool | None) -> stats.Comparison:
+    """B vs A over the rounds (or duets) both completed; a failed run drops only its own pair."""
+    va, vb = a.by_pair.get(metric, {}), b.by_pair.get(metric, {})
+    keys = sorted(set(va) & set(vb))
+    return stats.compare([va[k] for k in keys], [vb[k] for k in keys], higher, paired=True)
+
+
+def _decide(s: Summary, base: CellSummary) -> None:
+    """One Holm family: every non-baseline cell x every ranked metric with an interval."""
+    metrics = [m for m in RANKED if m in set(s.present_metrics())]
+    others = [c for c in s.cells if c.name != base.name]
+    s.floors = {
+        m: stats.noise_floor([c.vs_base[m] for c in others], resolution=BY_NAME[m].resolution) for m in metrics
+    }
+    family = [(c, m) for m in metrics for c in others]
+    decided = stats.decide(
+        [c.vs_base[m] for c, m in family],
+        [BY_NAME[m].better == "higher" for _, m in family],
+        [s.floors[m] for _, m in family],
+        s.alpha,
+    )
+    for (c, m), cmp_ in zip(family, decided, strict=True):
+        c.vs_base[m] = cmp_
+        s.verdicts.append(Verdict(c.name, m, cmp_))
+
+
+def load(run_dir: Path) -> Summary:
+    meta, rows = read_run(run_dir)
+    return summarize(meta, rows)

@@ -1,0 +1,297 @@
+"""`server = "command"`: any executable measured as a server, described by its [[servers]] entry.
+
+    [[servers]]
+    server = "command"
+    label = "mine"
+    command = ["./my-server", "--port", "{port}", "--metrics", "{metrics_port}"]
+    ready = { port = "{port}" }      # or { log = "regex" } or { http = "http://127.0.0.1:{metrics_port}/healthz" };
+                                     # timeout = "30s" beside it bounds the wait
+    metrics = "http://127.0.0.1:{metrics_port}/metrics"   # optional: scraped like ours
+    pprof = "http://127.0.0.1:{metrics_port}/debug/pprof" # optional: with profile = true, sampled there, not by perf
+    alloc = ["glibc", "jemalloc"]    # LD_PRELOAD of Debian's library; a dynamically linked, non-Go program only
+    gogc = [100, 400]                # gogc, gomemlimit, gomaxprocs, godebug: GOGC, ...; a Go program only
+    [servers.env]
+
+Every `{port}` and `{<name>_port}` placeholder gets a free loopback port at each start; `{port}` is the
+load's target. What can be refused is refused here, while the experiment is read: the program is inspected
+(an ELF's PT_INTERP says dynamic, its `.go.buildinfo` section says Go), never started. Starting it, its
+readiness and the preload check are xferbench/run/commandserver.py's. With `image` (backend = "docker") the
+command runs in that image (xferbench/run/containers/backend.py) and nothing of it is inspected here: alloc and the
+Go keys are refused (their variables can be set in [servers.env]).
+
+The profiler `profile = true` samples it with is chosen here too, once per cell, and recorded in its config:
+pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
+pointers (Go keeps them; perf's DWARF unwinding stops at a Go program's first frame) and anything else by
+DWARF (what Debian's libraries need, xferbench/measure/profile/perf.py).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from py_client.durations import parse_duration
+from xferbench.config.files import ROOT
+
+PLACEHOLDER = re.compile(r"\{((?:[a-z][a-z0-9]*_)*port)\}")
+KEYS = ("command", "ready", "metrics", "pprof", "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
+GO_ENV = {"gogc": "GOGC", "gomemlimit": "GOMEMLIMIT", "gomaxprocs": "GOMAXPROCS", "godebug": "GODEBUG"}
+READY_TIMEOUT_S = 30.0
+# Debian's shared libraries (the ones xferd-c's --alloc preloads, servers/c/src/allocdet.h); glibc: none.
+LIB_DIR = Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
+ALLOC_LIBS = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4", "mimalloc": "libmimalloc.so.2"}
+ReadyKind = Literal["port", "log", "http"]
+ProfilerKind = Literal["perf", "pprof"]
+Unwind = Literal["fp", "dwarf"]
+
+
+class CommandError(ValueError):
+    """A [[servers]] entry of a command server that cannot run as written; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    kind: ReadyKind
+    value: str  # a port (placeholder), a regular expression, or a URL (placeholders filled at start)
+    timeout_s: float = READY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Profiler:
+    """How `profile = true` samples the server: perf on its PID (unwinding by frame pointers or DWARF), or
+    GET <pprof>/profile (placeholders unfilled); `why` says what decided it."""
+
+    kind: ProfilerKind
+    unwind: Unwind | None = None  # perf only
+    pprof: str | None = None  # pprof only: http://HOST:PORT/PATH, e.g. .../debug/pprof
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **({"unwind": self.unwind} if self.unwind else {}),
+                **({"pprof": self.pprof} if self.pprof else {}), "why": self.why}
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]  # argv[0] an absolute path
+    ready: Ready
+    metrics: str | None  # http://HOST:PORT/metrics, placeholders unfilled; None: no server series
+    ports: tuple[str, ...]  # the placeholders' names, e.g. ("port", "metrics_port")
+    profiler: Profiler = Profiler("perf", "dwarf", why="a native program")
+
+    def fill(self, text: str, ports: Mapping[str, int]) -> str:
+        return PLACEHOLDER.sub(lambda m: str(ports[m.group(1)]), text)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "argv": list(self.argv),
+            "ready": {self.ready.kind: self.ready.value, "timeout_s": self.ready.timeout_s},
+            "metrics": self.metrics,
+            "profiler": self.profiler.to_json(),
+        }
+
+
+def alloc_library(alloc: str) -> Path | None:
+    """The library LD_PRELOAD names for an allocator; None for glibc's own malloc."""
+    return LIB_DIR / ALLOC_LIBS[alloc] if alloc in ALLOC_LIBS else None
+
+
+def runtime_env(flags: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a cell's alloc and Go settings set, on top of `env` (an LD_PRELOAD there stays, after)."""
+    out = {GO_ENV[k]: v for k, v in flags.items() if k in GO_ENV}
+    lib = alloc_library(flags.get("alloc", "glibc"))
+    if lib is not None:
+        out["LD_PRELOAD"] = ":".join(p for p in (str(lib), env.get("LD_PRELOAD", "")) if p)
+    return out
+
+
+# What a command's [[servers]] shares with ours; image and limits: backend = "docker" (the image is the user's).
+GROUP_KEYS = ("server", "label", "name", "env", "load", "image", "limits")
+
+
+def group(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
+    """A command server's [[servers]] entry as the schema reads any server's: its command, and the entry
+    with the alloc/Go keys as its flags and the command's program as its binary."""
+    for k in g:
+        if k not in (*GROUP_KEYS, *KEYS):
+            raise CommandError(f"{where}.{k}: unknown key of a command server; allowed: " + ", ".join((*GROUP_KEYS, *KEYS)))
+    cmd, flags = parse(g, where)
+    rest = {k: v for k, v in g.items() if k in GROUP_KEYS}
+    return cmd, {**rest, "flags": flags, "binary": cmd.argv[0]}
+
+
+def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
+    """The command of a [[servers]] entry, and its alloc/Go keys as a flags table (values still unchecked:
+    the registry's validators check them, as any server's flags)."""
+    in_image = "image" in g  # backend = "docker": command[0] is the image's, never looked at on this host
+    argv = _argv(g.get("command"), where, on_host=not in_image)
+    if not any("{port}" in a for a in argv):
+        raise CommandError(
+            f"{where}.command = {list(argv)!r}: needs a {{port}} placeholder, the port the load "
+            "connects to (the runner gives it a free loopback port)"
+        )
+    ready = _ready(g.get("ready"), where)
+    metrics = g.get("metrics")
+    if metrics is not None and not (isinstance(metrics, str) and re.fullmatch(r"http://[^/\s]+/metrics", metrics)):
+        raise CommandError(
+            f"{where}.metrics = {metrics!r}: expected http://HOST:PORT/metrics (the runner scrapes "
+            'that path), e.g. "http://127.0.0.1:{metrics_port}/metrics"'
+        )
+    pprof = _pprof(g.get("pprof"), where)
+    texts = [*argv, ready.value if ready.kind != "log" else "", metrics or "", pprof or ""]
+    texts += [str(v) for v in _values(g.get("env", {}))]
+    names = sorted({m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}, key=lambda n: (n != "port", n))
+    flags = {k: g[k] for k in ("alloc", *GO_ENV) if k in g}
+    if in_image:
+        if flags:
+            key = next(iter(flags))
+            raise CommandError(
+                f"{where}.{key}: not for a command server in a container (its program cannot be inspected "
+                'before it runs); set the variable in [servers.env] instead, e.g. GOGC = ["100", "400"] '
+                'or LD_PRELOAD = "<the library\'s path in the image>"'
+            )
+        return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof)), flags
+    _check_program(Path(argv[0]), flags, where)
+    return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof)), flags
+
+
+def _pprof(v: Any, where: str) -> str | None:
+    if v is None:
+        return None
+    if not (isinstance(v, str) and re.fullmatch(r"http://[^/\s]+(/\S*)?", v)):
+        raise CommandError(
+            f"{where}.pprof = {v!r}: expected the http:// address its pprof handlers are under (the runner "
+            'GETs <pprof>/profile?seconds=N), e.g. "http://127.0.0.1:{metrics_port}/debug/pprof"'
+        )
+    return v.rstrip("/")
+
+
+def _profiler(exe: Path | None, pprof: str | None) -> Profiler:
+    """The profiler `profile = true` would use: chosen here, once, from the program itself (None: in an image)."""
+    if pprof is not None:
+        return Profiler("pprof", pprof=pprof, why="its pprof address")
+    if exe is None:
+        return Profiler("perf", "dwarf", why="a program in an image, not inspected: perf, unwound by DWARF")
+    try:
+        info = elf_info(exe)
+        what = "a native program" if info is not None else "not an ELF program (a script: its interpreter)"
+    except (OSError, IndexError, struct.error):
+        info, what = None, "a program not readable now"  # its start will say why; DWARF suits whatever runs
+    if info is not None and info[1]:
+        return Profiler("perf", "fp", why="a Go program without a pprof address: perf, unwound by frame pointers")
+    return Profiler("perf", "dwarf", why=f"{what}: perf, unwound by DWARF")
+
+
+def _values(env: Any) -> list[Any]:
+    if not isinstance(env, Mapping):
+        return []
+    return [x for v in env.values() for x in (v if isinstance(v, list) else [v])]
+
+
+def _argv(v: Any, where: str, on_host: bool = True) -> tuple[str, ...]:
+    if not isinstance(v, list) or not v or not all(isinstance(a, str) and a for a in v):
+        raise CommandError(
+            f'{where}.command = {v!r}: required; expected a list of strings, e.g. ["./my-server", "--port", "{{port}}"]'
+        )
+    if not on_host:  # the image's path or a name on the image's PATH, as `docker run IMAGE ...` takes it
+        return tuple(v)
+    exe = v[0]
+    if "/" in exe:
+        path = Path(exe) if Path(exe).is_absolute() else ROOT / exe
+    else:
+        found = shutil.which(exe)
+        if found is None:
+            raise CommandError(f"{where}.command[0] = {exe!r}: not found on PATH")
+        path = Path(found)
+    return (str(path), *v[1:])
+
+
+def _ready(v: Any, where: str) -> Ready:
+    if v is None:
+        return Ready("port", "{port}")  # listening on the load's port is what the load needs
+    if not isinstance(v, Mapping):
+        raise CommandError(f"{where}.ready = {v!r}: expected a table: {{ port = ... }}, {{ log = ... }} or {{ http = ... }}")
+    kinds = [k for k in ("port", "log", "http") if k in v]
+    unknown = set(v) - {"port", "log", "http", "timeout"}
+    if len(kinds) != 1 or unknown:
+        raise CommandError(f"{where}.ready = {dict(v)!r}: expected exactly one of port, log, http (and timeout)")
+    kind: ReadyKind = kinds[0]  # type: ignore[assignment]
+    value = v[kind]
+    value = str(value) if isinstance(value, int) and not isinstance(value, bool) and kind == "port" else value
+    if not isinstance(value, str) or not value:
+        raise CommandError(f"{where}.ready.{kind} = {value!r}: expected a string")
+    if kind == "port" and not (value.isdigit() or PLACEHOLDER.fullmatch(value)):
+        raise CommandError(f'{where}.ready.port = {value!r}: expected a port placeholder such as "{{port}}"')
+    if kind == "log":
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise CommandError(f"{where}.ready.log = {value!r}: not a regular expression: {e}") from None
+    if kind == "http" and not value.startswith("http://"):
+        raise CommandError(f"{where}.ready.http = {value!r}: expected an http:// URL")
+    timeout = v.get("timeout", READY_TIMEOUT_S)
+    try:
+        timeout_s = parse_duration(timeout)
+    except ValueError:
+        timeout_s = 0.0
+    if timeout_s <= 0:
+        raise CommandError(f'{where}.ready.timeout = {timeout!r}: expected a positive duration such as "10s"')
+    return Ready(kind, value, timeout_s)
+
+
+def _check_program(exe: Path, flags: Mapping[str, Any], where: str) -> None:
+    """alloc needs a dynamically linked program that calls malloc (not Go's runtime); the Go keys need Go."""
+    if not flags:
+        return
+    key = next(iter(flags))
+    try:
+        info = elf_info(exe)
+    except OSError as e:
+        raise CommandError(f"{where}.{key}: cannot inspect {exe}: {e.strerror} (run `make build`?)") from None
+    if info is None:
+        raise CommandError(f"{where}.{key}: {exe} is not an ELF program (a script?); give the program itself as command[0]")
+    dynamic, go = info
+    if "alloc" in flags and go:
+        raise CommandError(
+            f"{where}.alloc: {exe} is a Go program: Go's runtime allocates its own heap, not through "
+            "malloc, so an allocator preload would change nothing (use gogc / gomemlimit)"
+        )
+    if "alloc" in flags and not dynamic:
+        raise CommandError(f"{where}.alloc: {exe} is statically linked: LD_PRELOAD cannot replace its malloc")
+    allocs = flags.get("alloc", [])
+    for a in allocs if isinstance(allocs, list) else [allocs]:
+        lib = alloc_library(str(a))
+        if lib is not None and not lib.exists():
+            raise CommandError(f"{where}.alloc = {a!r}: {lib} is not installed (Debian's package of {a})")
+    go_keys = [k for k in flags if k in GO_ENV]
+    if go_keys and not go:
+        raise CommandError(
+            f"{where}.{go_keys[0]}: {exe} is not a Go program (no .go.buildinfo section), so "
+            f"{GO_ENV[go_keys[0]]} would do nothing"
+        )
+
+
+def elf_info(path: Path) -> tuple[bool, bool] | None:
+    """(dynamically linked, built by Go) of an ELF64 little-endian program; None when it is not one. Dynamic:
+    a PT_INTERP program header (the loader that honours LD_PRELOAD). Go: a `.go.buildinfo` section, what
+    `go version -m` reads."""
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from("<HHHHH", data, 0x36)
+    dynamic = any(struct.unpack_from("<I", data, phoff + i * phentsize)[0] == 3 for i in range(phnum))  # PT_INTERP
+    names = []
+    if shoff and shstrndx < shnum:
+        str_off = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+        for i in range(shnum):
+            name_off = struct.unpack_from("<I", data, shoff + i * shentsize)[0]
+            end = data.find(b"\0", str_off + name_off)
+            names.append(data[str_off + name_off : end])
+    return dynamic, b".go.buildinfo" in names

@@ -1,0 +1,339 @@
+"""Row fields and per-second series from the snapshots of one run's measured window.
+
+Both metric sources (the built-in scraper and PromQL) hand over lists of `Snapshot`s, so every figure
+below is computed by one piece of code whichever source was used.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from xferbench.analysis.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
+from xferbench.measure.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
+
+# loadgen's per-chunk records (loadgen/_recorder.py): by name, since any other method (a user's own, via
+# [load] call or locustfile) is a whole operation, whatever its name ends with
+CHUNK_METHODS = ("UploadChunk", "DownloadChunk")
+
+
+def generator_saturated(gen_cpu_cores: float | None, gen_idle_cores: float | None) -> bool:
+    return (gen_cpu_cores is not None and gen_cpu_cores > GEN_SATURATED_CORES) or (
+        gen_idle_cores is not None and gen_idle_cores < GEN_IDLE_MIN_CORES)
+
+
+def _ok(d: dict[str, str]) -> bool:
+    """A call's outcome is its `code` label, servers' and client's alike: "ok" or PROTOCOL.md's error code."""
+    return d.get("code") == "ok"
+
+
+def _not_ok(d: dict[str, str]) -> bool:
+    return not _ok(d)
+
+
+def _op(d: dict[str, str]) -> bool:
+    """A whole client operation (Upload, Download, Echo), not a per-chunk record (UploadChunk, DownloadChunk)
+    that loadgen also keeps: client QPS and percentiles count each call once."""
+    return d.get("method", "") not in CHUNK_METHODS
+
+
+def _op_not_ok(d: dict[str, str]) -> bool:
+    return _op(d) and not _ok(d)
+
+
+def _rate(a: Snapshot, b: Snapshot, name: str, pred: LabelTest | None = None) -> float | None:
+    dt = b.t - a.t
+    d = counter_delta(a.sum(name, pred), b.sum(name, pred))
+    if d is None or dt <= 0:
+        return None
+    return d / dt
+
+
+def _hq(a: Snapshot, b: Snapshot, name: str, q: float, pred: LabelTest | None = None) -> float | None:
+    return quantile(q, bucket_delta(a.buckets(name, pred), b.buckets(name, pred)))
+
+
+def _series(snaps: list[Snapshot], name: str) -> list[float]:
+    return [v for v in (s.sum(name) for s in snaps) if v is not None]
+
+
+def window(snaps: list[Snapshot], t_from: float, t_to: float, slack: float = 0.5) -> list[Snapshot]:
+    return [s for s in snaps if t_from - slack <= s.t <= t_to + slack]
+
+
+CLIENT_FIGURES = (
+    "client_qps",
+    "client_bytes_per_s",
+    "client_upload_bytes_per_s",
+    "client_download_bytes_per_s",
+    "client_p50_s",
+    "client_p95_s",
+    "client_p99_s",
+    "client_requests",
+    "client_failures",
+    "client_failure_rate",
+    "gen_cpu_cores",
+    "client_users",
+)
+
+
+def _client_counts(a: Snapshot, b: Snapshot) -> dict[str, Any]:
+    """Whole operations, failed ones, their rate and failure share between two client snapshots."""
+    out: dict[str, Any] = {}
+    dt = b.t - a.t
+    # loadgen exports a method's series from its first completed call: none yet at the window's start is 0
+    # (a window from the load's first second, or 10 MiB transfers slower than the warm-up)
+    ops_b = b.sum("xfer_client_requests_total", _op)
+    req = counter_delta(a.sum("xfer_client_requests_total", _op) or 0.0, ops_b) if ops_b is not None else None
+    fail = counter_delta(a.sum("xfer_client_requests_total", _op_not_ok) or 0.0,
+                         b.sum("xfer_client_requests_total", _op_not_ok) or 0.0)
+    out["client_requests"] = req
+    out["client_failures"] = (fail or 0.0) if req is not None else None
+    if req is not None and dt > 0:
+        out["client_qps"] = req / dt
+        out["client_failure_rate"] = (fail or 0.0) / req if req else 0.0
+    return out
+
+
+def _client_methods(a: Snapshot, b: Snapshot) -> dict[str, dict[str, float | None]]:
+    """Each method's (chunk records included) rate and percentiles, in the order the last snapshot holds them."""
+    methods: dict[str, dict[str, float | None]] = {}
+    for (n, ls), _v in b.samples.items():
+        m = dict(ls).get("method")
+        if n == "xfer_client_requests_total" and m and m not in methods:
+
+            def is_m(d: dict[str, str], m: str = m) -> bool:
+                return d.get("method") == m
+
+            methods[m] = {
+                "qps": _rate(a, b, "xfer_client_requests_total", is_m),
+                "p50_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.5, is_m),
+                "p95_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.95, is_m),
+                "p99_s": _hq(a, b, "xfer_client_request_duration_seconds", 0.99, is_m),
+            }
+    return methods
+
+
+def client_figures(win: list[Snapshot]) -> dict[str, Any]:
+    """Client QPS, bytes/s, P50/P95/P99 (from histograms), failures and generator CPU over the window."""
+    out: dict[str, Any] = dict.fromkeys(CLIENT_FIGURES)
+    if len(win) < 2:
+        return out
+    a, b = win[0], win[-1]
+    out.update(_client_counts(a, b))
+    out["client_bytes_per_s"] = _rate(a, b, "xfer_client_transfer_bytes_total")
+    out["client_upload_bytes_per_s"] = _rate(
+        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "upload"
+    )
+    out["client_download_bytes_per_s"] = _rate(
+        a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "download"
+    )
+    for q, key in ((0.5, "client_p50_s"), (0.95, "client_p95_s"), (0.99, "client_p99_s")):
+        out[key] = _hq(a, b, "xfer_client_request_duration_seconds", q, _op)
+    out["client_methods"] = _client_methods(a, b)
+    out["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
+    users = _series(win, "xfer_client_users")
+    out["client_users"] = max(users) if users else None
+    return out
+
+
+SERVER_FIGURES = (
+    "server_qps",
+    "server_p95_s",
+    "server_p99_s",
+    "server_errors",
+    "server_cpu_cores",
+    "server_bytes_per_s",
+    "rss_peak_bytes",
+    "rss_mean_bytes",
+    "gc_pauses",
+    "gc_pause_total_s",
+    "gc_pause_p99_s",
+    "gc_cpu_share",
+    "heap_inuse_mean_bytes",
+    "alloc_allocated_bytes",
+    "alloc_resident_bytes",
+    "alloc_resident_peak_bytes",
+    "alloc_committed_bytes",
+    "server_requests",
+    "server_cpu_per_request_s",
+    "server_cpu_per_gib_s",
+    "gc_pause_per_request_s",
+)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None) -> dict[str, Any]:
+    """Requests, errors, latency, bytes and CPU between two server snapshots (`cpu`: the seconds it used)."""
+    out: dict[str, Any] = {}
+    dt = b.t - a.t
+    out["server_qps"] = _rate(a, b, "xfer_requests_total")
+    if b.sum("xfer_requests_total") is not None:
+        out["server_errors"] = counter_delta(
+            a.sum("xfer_requests_total", _not_ok) or 0.0, b.sum("xfer_requests_total", _not_ok) or 0.0
+        )
+    out["server_p95_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.95)
+    out["server_p99_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.99)
+    out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
+    out["server_bytes_per_s"] = _rate(a, b, "xfer_transfer_bytes_total")
+    return out
+
+
+def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: float | None
+                 ) -> tuple[dict[str, Any], float | None]:
+    """CPU per request and per GiB moved, and the request count the per-request figures divide by."""
+    # Cost per unit of work: what the server spent, whoever set the pace. It holds when the generator is
+    # the bottleneck, and under a fixed offered load it is the figure that differs between configurations.
+    out: dict[str, Any] = {}
+    req = counter_delta(a.sum("xfer_requests_total"), b.sum("xfer_requests_total"))
+    moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
+    out["server_requests"] = req
+    if req is None and b.sum("xfer_requests_total") is None:
+        req = client_requests
+    if cpu is not None and req:
+        out["server_cpu_per_request_s"] = cpu / req
+    if cpu is not None and moved:
+        out["server_cpu_per_gib_s"] = cpu / (moved / (1 << 30))
+    return out, req
+
+
+def _go_gc(win: list[Snapshot], cpu: float | None, req: float | None) -> dict[str, Any]:
+    """Go GC pauses (count, total, P99), its share of the server's CPU and its pause per request."""
+    a, b = win[0], win[-1]
+    out: dict[str, Any] = dict.fromkeys(("gc_pauses", "gc_pause_total_s"))
+    # Go GC: pauses from the summary's count/sum; P99 from the runtime/metrics pause histogram when exported.
+    n = counter_delta(a.sum("go_gc_duration_seconds_count"), b.sum("go_gc_duration_seconds_count"))
+    if n is not None:
+        out["gc_pauses"] = n
+        out["gc_pause_total_s"] = counter_delta(a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum"))
+    if b.buckets("go_sched_pauses_total_gc_seconds"):
+        out["gc_pause_p99_s"] = _hq(a, b, "go_sched_pauses_total_gc_seconds", 0.99)
+        if out["gc_pauses"] is None:
+            cnt = b.buckets("go_sched_pauses_total_gc_seconds")
+            cnt0 = a.buckets("go_sched_pauses_total_gc_seconds")
+            out["gc_pauses"] = max(cnt.values()) - (max(cnt0.values()) if cnt0 else 0.0)
+    elif n is not None:
+        mx = [v for s in win if (v := s.get("go_gc_duration_seconds", quantile="1")) is not None]
+        out["gc_pause_p99_s"] = max(mx) if mx and n else None  # the summary's max: an upper bound
+    gc_cpu = counter_delta(
+        a.sum("go_cpu_classes_gc_total_cpu_seconds_total"), b.sum("go_cpu_classes_gc_total_cpu_seconds_total")
+    )
+    if gc_cpu is not None and cpu:
+        out["gc_cpu_share"] = gc_cpu / cpu
+    if out["gc_pause_total_s"] is not None and req:
+        out["gc_pause_per_request_s"] = out["gc_pause_total_s"] / req
+    return out
+
+
+def _memory(win: list[Snapshot], whole: list[Snapshot]) -> dict[str, Any]:
+    """RSS (peak over the whole run, mean over the window), the Go heap and the allocator's own figures."""
+    rss_all = _series(whole, "process_resident_memory_bytes")
+    res_all = _series(whole, "xfer_allocator_resident_bytes")
+    return {
+        "rss_peak_bytes": max(rss_all) if rss_all else None,
+        "rss_mean_bytes": _mean(_series(win, "process_resident_memory_bytes")),
+        "heap_inuse_mean_bytes": _mean(_series(win, "go_memstats_heap_inuse_bytes")),
+        "alloc_allocated_bytes": _mean(_series(win, "xfer_allocator_allocated_bytes")),
+        "alloc_resident_bytes": _mean(_series(win, "xfer_allocator_resident_bytes")),
+        "alloc_resident_peak_bytes": max(res_all) if res_all else None,
+        # mimalloc measures neither of those, only what it committed (servers/c/README.md, "Statistics").
+        "alloc_committed_bytes": _mean(_series(win, "xfer_allocator_committed_bytes")),
+    }
+
+
+def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
+                   client_requests: float | None = None) -> dict[str, Any]:
+    """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
+    allocator figures over the window. Figures a server does not export stay None. The per-request figures
+    divide by the server's own count (xfer_requests_total), or by `client_requests` when it keeps none (a
+    command server exporting only the Go runtime's or process_* series)."""
+    out: dict[str, Any] = dict.fromkeys(SERVER_FIGURES)
+    if len(win) < 2:
+        return out
+    a, b = win[0], win[-1]
+    cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
+    out.update(_server_traffic(a, b, cpu))
+    cost, req = _server_cost(a, b, cpu, client_requests)
+    out.update(cost)
+    out.update(_memory(win, whole or win))
+    out.update(_go_gc(win, cpu, req))
+    return out
+
+
+def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait: list[int]) -> dict[str, Any]:
+    """Connections over the window: accepted per second by the server (xfer_connections_accepted_total),
+    opened and re-opened per second by the client (loadgen's --xfer-connections counts), and the peak of
+    TIME_WAIT sockets on the server's port sampled each second over the whole phase. None where not exported
+    (a client that made no connection yet exports no connection counters)."""
+    out: dict[str, Any] = dict.fromkeys(("conns_accepted_per_s", "conns_opened_per_s", "reconnects_per_s",
+                                         "time_wait_peak"))
+    if len(server) >= 2:
+        out["conns_accepted_per_s"] = _rate(server[0], server[-1], "xfer_connections_accepted_total")
+    if len(client) >= 2:
+        out["conns_opened_per_s"] = _rate(client[0], client[-1], "xfer_client_connections_opened_total")
+        out["reconnects_per_s"] = _rate(client[0], client[-1], "xfer_client_reconnects_total")
+    out["time_wait_peak"] = max(time_wait) if time_wait else None
+    return out
+
+
+def live(prev: Snapshot | None, cur: Snapshot | None) -> tuple[float | None, float | None]:
+    """Client QPS and P95 over the last scrape interval, for the progress display."""
+    if prev is None or cur is None:
+        return None, None
+    return (
+        _rate(prev, cur, "xfer_client_requests_total", _op),
+        _hq(prev, cur, "xfer_client_request_duration_seconds", 0.95, _op),
+    )
+
+
+SERIES_COLUMNS = (
+    "t",
+    "client_qps",
+    "client_p95_s",
+    "client_bytes_per_s",
+    "gen_cpu_cores",
+    "server_qps",
+    "server_p95_s",
+    "rss_bytes",
+    "gc_pauses_per_s",
+    "gc_pause_s_per_s",
+    "heap_inuse_bytes",
+    "alloc_resident_bytes",
+    "server_cpu_cores",
+)
+
+
+def series(client: list[Snapshot], server: list[Snapshot], t0: float) -> list[dict[str, Any]]:
+    """Per-interval series (one row per consecutive pair of client snapshots), t relative to t0."""
+    rows = []
+    srv = sorted(server, key=lambda s: s.t)
+    for a, b in itertools.pairwise(client):
+        row: dict[str, Any] = dict.fromkeys(SERIES_COLUMNS)
+        row["t"] = round(b.t - t0, 3)
+        row["client_qps"] = _rate(a, b, "xfer_client_requests_total", _op)
+        row["client_p95_s"] = _hq(a, b, "xfer_client_request_duration_seconds", 0.95, _op)
+        row["client_bytes_per_s"] = _rate(a, b, "xfer_client_transfer_bytes_total")
+        row["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
+        sa, sb = _nearest(srv, a.t), _nearest(srv, b.t)
+        if sa is not None and sb is not None and sb.t > sa.t:
+            row["server_qps"] = _rate(sa, sb, "xfer_requests_total")
+            row["server_p95_s"] = _hq(sa, sb, "xfer_request_duration_seconds", 0.95)
+            row["rss_bytes"] = sb.sum("process_resident_memory_bytes")
+            row["gc_pauses_per_s"] = _rate(sa, sb, "go_gc_duration_seconds_count")
+            row["gc_pause_s_per_s"] = _rate(sa, sb, "go_gc_duration_seconds_sum")
+            row["heap_inuse_bytes"] = sb.sum("go_memstats_heap_inuse_bytes")
+            row["alloc_resident_bytes"] = sb.sum("xfer_allocator_resident_bytes")
+            row["server_cpu_cores"] = _rate(sa, sb, "process_cpu_seconds_total")
+        rows.append(row)
+    return rows
+
+
+def _nearest(snaps: list[Snapshot], t: float, slack: float = 0.6) -> Snapshot | None:
+    best = None
+    for s in snaps:
+        if abs(s.t - t) <= slack and (best is None or abs(s.t - t) < abs(best.t - t)):
+            best = s
+    return best

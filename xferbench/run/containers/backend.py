@@ -1,0 +1,423 @@
+"""The runner's container backend: one cell's server in a container, started and stopped like a process.
+
+`ContainerServer` is the runner's server handle (xferbench/run/handle.py) for a container, as
+`xferbench.run.process.Server` is for a host process, so the runner's start/measure/stop steps are the same for
+both backends:
+
+- the server listens on 0.0.0.0 inside the container on its image's ports (deploy/docker/*.Dockerfile), each
+  published to a free 127.0.0.1 port; its ready line is read from the container's log stream and its
+  addresses rewritten to the published ones, so Locust and the scraper connect as to a host process;
+- a command server (`server = "command"` with the user's `image`) runs its command under the same wrapper
+  (the image needs /bin/sh), each placeholder port published on the same number of 127.0.0.1, and is ready by
+  xferbench/run/commandserver.py's `ReadyCheck`, polled as for a host process; the rest is the same lifecycle;
+- [servers.limits] become cgroup limits (nano_cpus, mem_limit with no swap beyond it) and the experiment's
+  server pinning a cpuset; every container gets `base.ulimits()`;
+- the log stream ends when the container exits: that is `wait()`; then the engine says whether the
+  kernel OOM-killed it (`exit_text()`);
+- the container's own figures (`cgroup.figures`) are read at each `sample()` and before it is stopped;
+  stopping removes it;
+- every live container is in a registry that `kill_all()` (atexit, the runner's Ctrl-C/SIGTERM path) removes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from xferbench.config import Cell, Limits, servers
+from xferbench.measure import cgroup, procfs
+from xferbench.run import commandserver
+from xferbench.run.containers import LABEL, images
+from xferbench.run.containers.base import ulimits
+from xferbench.run.process import READY_TIMEOUT_S, TAIL_LINES, ServerStartError, parse_ready_line
+
+RUNNER_PID_LABEL = "io.xferbench.runner-pid"
+# The server runs under a small sh (PID 1) that forwards SIGTERM/SIGINT, and once the server is gone prints
+# the cgroup's OOM-kill count before the cgroup disappears with the container. Why: Podman 4.3 with runc on
+# cgroup v1 reports OOMKilled=false for a server the kernel OOM-killed (exit 137), and the host-side cgroup
+# files vanish with it. "$0" is the server, "$@" its arguments; the count line is OOM_MARK oom_kill=N.
+OOM_MARK = "xferbench-container"
+WRAPPER = (
+    '"$0" "$@" & pid=$!\n'
+    "trap 'kill -TERM $pid' TERM; trap 'kill -INT $pid' INT\n"
+    "wait $pid; code=$?\n"
+    # wait returns early (status > 128) when a trapped signal arrives: wait again for the server's own exit
+    "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
+    "for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
+    '  [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && echo "' + OOM_MARK + ' oom_kill=$v" >&2; done < "$f"\n'
+    "done\n"
+    "exit $code\n"
+)
+STOP_GRACE_S = 10
+
+# Over 400 lines: one container's whole lifecycle, for our servers and for commands, kept in one class.
+_live: dict[str, Container] = {}
+_live_lock = threading.Lock()
+
+
+def image_env(server: str) -> str:
+    """The variable that names another image for a server, as XFERD_GO_BIN names another binary:
+    XFERBENCH_IMAGE_XFERD_GO, XFERBENCH_IMAGE_XFERD_C."""
+    return "XFERBENCH_IMAGE_" + server.upper().replace("-", "_")
+
+
+def default_image(server: str) -> str | None:
+    """The image `xferbench images build` makes for a server (its registry entry's), None if it has none."""
+    image = servers.get(server).image
+    return images.tag(image.name) if image else None
+
+
+def image_for(cell: Cell) -> str:
+    """The cell's image: [[servers]] image, else $XFERBENCH_IMAGE_<SERVER>, else the server's default."""
+    image = cell.image or os.environ.get(image_env(cell.server)) or default_image(cell.server)
+    if image is None:
+        raise ServerStartError(f"{cell.server} has no default image: name one with `image =` in [[servers]]", [])
+    return image
+
+
+def ports(server: str) -> Mapping[str, int]:
+    """The ports the server listens on inside its image (the EXPOSE of deploy/docker/<server>.Dockerfile)."""
+    return servers.get(server).ports
+
+
+def container_argv(cell: Cell) -> list[str]:
+    """The server's arguments inside the container (the image's entrypoint is the server): its listeners on
+    0.0.0.0 at the image's ports, then the cell's flags and args."""
+    listen = [f"--{k}-addr=0.0.0.0:{p}" for k, p in ports(cell.server).items()]
+    return [*listen, *(f"--{k}={v}" for k, v in cell.flags.items()), *cell.args]
+
+
+def container_env(cell: Cell) -> dict[str, str]:
+    """Only the cell's own environment: the host's (PATH, HOME, ...) means nothing inside the image."""
+    return {k: v for k, v in cell.env.items() if v != ""}
+
+
+def limit_kwargs(limits: Limits, cpus: tuple[int, ...]) -> dict[str, Any]:
+    """The SDK's create() arguments for the cell's limits and the server's CPU pinning."""
+    kw: dict[str, Any] = {"ulimits": ulimits()}
+    if limits.cpus is not None:
+        kw["nano_cpus"] = round(limits.cpus * 1e9)
+    if limits.memory is not None:
+        kw["mem_limit"] = limits.memory
+        kw["memswap_limit"] = limits.memory  # no swap beyond the limit: over it is an OOM kill, as in production
+    if cpus:
+        kw["cpuset_cpus"] = ",".join(map(str, cpus))
+    return kw
+
+
+class ContainerServer:
+    """One cell's server in a container, up once its ready line is read from the container's log."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        cell: Cell,
+        log_path: Path | None = None,
+        cpus: tuple[int, ...] = (),
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        run_label: str = "",
+    ) -> None:
+        self.name = cell.server
+        self._ready_word = servers.get(cell.server).ready_word
+        # A command server (server = "command" with its image): its own command, ports and ready condition.
+        self._launch = commandserver.launch(cell, container_env(cell)) if cell.command is not None else None
+        self._check = commandserver.ReadyCheck(self._launch.ready) if self._launch else None
+        if self._launch:
+            self.name = Path(self._launch.argv[0]).name
+            ready_timeout_s = self._launch.ready.timeout_s
+        self.image = image_for(cell)
+        self.limits = cell.limits
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.ready: dict[str, str] = {}
+        self.ready_line = ""
+        self.figures: dict[str, Any] = {}
+        self.oom_killed = False
+        self.oom_kills: int | None = None  # the cgroup's count, printed by the wrapper as the container ends
+        self.returncode: int | None = None  # set once the container has exited
+        self._pid = 0  # the wrapper's host pid once started, then the server's under it
+        self._client = client
+        self._stopped = False
+        self._exited = threading.Event()
+        self._ready_seen = threading.Event()
+        self._log = open(log_path, "w", encoding="utf-8") if log_path else None
+        self.container = self._create(cell, cpus, run_label)
+        try:
+            self._start(ready_timeout_s)
+        except BaseException:
+            self._remove()
+            raise
+
+    def _create(self, cell: Cell, cpus: tuple[int, ...], run_label: str) -> Container:
+        try:
+            self._client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            self._close_log()
+            how = (
+                "pull or build it (xferbench never builds a command's image)"
+                if self._launch
+                else "build it with `xferbench images build`"
+            )
+            raise ServerStartError(f"image {self.image} not found: {how}", []) from None
+        labels = {
+            LABEL: "runner",
+            RUNNER_PID_LABEL: str(os.getpid()),
+            "io.xferbench.cell": cell.name,
+            "io.xferbench.run": run_label,
+        }
+        argv, env, published = self._inside(cell)
+        try:
+            container = self._client.containers.create(
+                self.image,
+                argv,
+                entrypoint=["/bin/sh", "-c", WRAPPER],
+                name=f"xferbench-{cell.server}-{uuid.uuid4().hex[:10]}",
+                environment=env,
+                ports=published,
+                labels=labels,
+                detach=True,
+                **limit_kwargs(cell.limits, cpus),
+            )
+        except docker.errors.APIError as e:
+            self._close_log()
+            raise ServerStartError(f"the engine refused the container: {_explain(e)}", []) from None
+        with _live_lock:
+            _live[str(container.id)] = container
+        return container
+
+    def _inside(self, cell: Cell) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+        """What the container runs under the wrapper, its environment, and its ports to publish on 127.0.0.1."""
+        if self._launch:
+            # A command's placeholder ports are free host ports: each is published on the same number, so its
+            # ready, metrics and load addresses are the same as for a host process.
+            same = {f"{p}/tcp": ("127.0.0.1", p) for p in self._launch.ports.values()}
+            return self._launch.argv, self._launch.env, same
+        entry = self._client.images.get(self.image).attrs["Config"].get("Entrypoint") or []
+        if len(entry) != 1:
+            self._close_log()
+            raise ServerStartError(f"image {self.image}: its entrypoint must be the server binary alone, not {entry}", [])
+        # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
+        published: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in ports(cell.server).values()}
+        return [entry[0], *container_argv(cell)], container_env(cell), published
+
+    def _start(self, timeout_s: float) -> None:
+        try:
+            self.container.start()
+        except docker.errors.APIError as e:
+            raise ServerStartError(f"the engine could not start {self.name}'s container: {_explain(e)}", []) from None
+        self.container.reload()
+        wrapper_pid = self._pid = int(self.container.attrs["State"]["Pid"])
+        threading.Thread(target=self._drain, name=f"{self.name}-log", daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while not self._is_ready():
+            if self._exited.is_set():
+                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready{self._what()}", list(self.tail))
+            if time.monotonic() > deadline:
+                what = (
+                    f"was not ready within {timeout_s:g}s: no {self._check.condition()}"
+                    if self._check
+                    else f"printed no ready line within {timeout_s:.0f}s"
+                )
+                raise ServerStartError(f"{self.name} {what}", list(self.tail), timed_out=True)
+        if self._launch and self._check:
+            self.ready, self.ready_line = dict(self._launch.addrs), self._check.condition()
+        else:
+            self.ready = self._published(self.ready)
+        self._pid = _child(wrapper_pid) or wrapper_pid  # the server itself, under the wrapper
+
+    def _is_ready(self) -> bool:
+        """Our servers: their ready line seen in the log; a command: its condition polled (as on the host)."""
+        if self._check is None:
+            return self._ready_seen.wait(0.05)
+        if self._check.met():
+            return True
+        self._exited.wait(commandserver.CHECK_EVERY_S)
+        return False
+
+    def _what(self) -> str:
+        return f" ({self._check.condition()})" if self._check else ""
+
+    def _published(self, inside: dict[str, str]) -> dict[str, str]:
+        """The ready line's addresses, each replaced by the 127.0.0.1 port it is published on."""
+        self.container.reload()
+        bound = self.container.attrs["NetworkSettings"]["Ports"] or {}
+        out = dict(inside)
+        for key, port in ports(self.name).items():
+            if key in out:
+                host = (bound.get(f"{port}/tcp") or [{}])[0]
+                if not host.get("HostPort"):
+                    raise ServerStartError(f"{self.name}'s {key} port {port} was not published: {bound}", list(self.tail))
+                out[key] = f"127.0.0.1:{host['HostPort']}"
+        return out
+
+    def _lines(self) -> Iterator[str]:
+        buf = b""
+        for chunk in self.container.logs(stream=True, follow=True, stdout=True, stderr=True):
+            buf += chunk
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                yield raw.decode(errors="replace")
+        if buf:
+            yield buf.decode(errors="replace")
+
+    def _drain(self) -> None:
+        """Follows the log until the container exits; then notes how it exited."""
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException, OSError):
+            for line in self._lines():
+                if line.startswith(OOM_MARK + " oom_kill="):
+                    self.oom_kills = int(line.rpartition("=")[2] or 0)
+                    self.oom_killed = self.oom_killed or self.oom_kills > 0
+                    continue
+                self.tail.append(line)
+                if self._check:
+                    self._check.see(line)
+                if self._log:
+                    self._log.write(line + "\n")
+                    self._log.flush()
+                if not self._ready_seen.is_set() and (ready := parse_ready_line(line, self._ready_word)) is not None:
+                    self.ready, self.ready_line = ready, line
+                    self._ready_seen.set()
+        self._note_exit()
+
+    def _note_exit(self) -> None:
+        """Waits (bounded) for the container to be not running, then records its status and OOM kill."""
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            result = self.container.wait(timeout=STOP_GRACE_S)
+            self.returncode = int(result.get("StatusCode", -1))
+            self.container.reload()
+            state = self.container.attrs["State"]
+            self.oom_killed = self.oom_killed or bool(state.get("OOMKilled"))
+        if self.returncode is None:
+            self.returncode = -1
+        self._exited.set()
+
+    def exit_text(self) -> str:
+        if self.oom_killed:
+            return f"was OOM-killed (memory limit {_mib(self.limits.memory)})"
+        return f"exited with status {self.returncode}"
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def wait(self, timeout_s: float) -> bool:
+        """Waits up to timeout_s for the container to exit (its log stream to end); whether it has."""
+        return self._exited.wait(timeout_s)
+
+    def addr(self, key: str) -> str:
+        if key not in self.ready:
+            raise KeyError(f"{self.name}'s ready line has no {key}= address: {self.ready_line!r}")
+        return self.ready[key]
+
+    def alive(self) -> bool:
+        return not self._exited.is_set()
+
+    def sample(self) -> None:
+        """The container's cgroup figures now (kept: the last reading before it exits is what a failed run
+        reports)."""
+        if self.alive():
+            now = cgroup.figures(self._pid)
+            if now:
+                self.figures = now
+
+    def row_figures(self) -> dict[str, Any]:
+        """The cgroup figures and whether the kernel OOM-killed it; the OOM-kill count as the container ended
+        (the wrapper's), after any last reading."""
+        out = {**self.figures, "ctr_oom_killed": self.oom_killed}
+        if self.oom_kills is not None:
+            out["ctr_oom_kills"] = self.oom_kills
+        return out
+
+    def stop(self, sig: int = 15) -> int:
+        """Reads the container's figures, stops it (SIGTERM, then SIGKILL after the grace period) and removes
+        it. Returns the exit status; a second call only returns it."""
+        if self._stopped:
+            return self.returncode if self.returncode is not None else -1
+        self._stopped = True
+        self.sample()
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            if self.alive():
+                self.container.kill(signal=sig) if sig != 15 else self.container.stop(timeout=STOP_GRACE_S)
+        self._exited.wait(STOP_GRACE_S + 5)
+        self._remove()
+        return self.returncode if self.returncode is not None else -1
+
+    def _remove(self) -> None:
+        _remove(self.container)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def describe(self) -> dict[str, Any]:
+        """What the row records about the container: image, id and limits."""
+        return {"image": self.image, "id": str(self.container.id)[:12], "name": self.container.name, **self.limits.to_json()}
+
+
+def _child(pid: int) -> int | None:
+    """The one child of the wrapper shell: the server."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(kids[0]) if len(kids) == 1 else None
+
+
+def _remove(container: Container) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        try:
+            container.remove(force=True)
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            pass
+    with _live_lock:
+        _live.pop(str(container.id), None)
+
+
+def _explain(e: docker.errors.APIError) -> str:
+    return " ".join(str(e.explanation or e).split())
+
+
+def _mib(n: int | None) -> str:
+    return f"{(n or 0) / (1 << 20):g} MiB"
+
+
+def kill_all() -> None:
+    """Removes every container this process started and has not removed yet (Ctrl-C, SIGTERM, exit)."""
+    with _live_lock:
+        containers = list(_live.values())
+    for c in containers:
+        _remove(c)
+
+
+atexit.register(kill_all)
+
+
+def live_ids() -> list[str]:
+    with _live_lock:
+        return list(_live)
+
+
+def remove_orphans(client: docker.DockerClient) -> list[str]:
+    """Removes runner containers whose runner is gone (killed with SIGKILL, so no cleanup ran): labelled
+    with a runner pid that no longer lives. Other projects' and live runners' containers stay."""
+    gone = []
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}=runner"}):
+        pid = c.labels.get(RUNNER_PID_LABEL, "")
+        if pid.isdigit() and int(pid) != os.getpid() and not procfs.pid_alive(int(pid)):
+            _remove(c)
+            gone.append(str(c.name))
+    return gone

@@ -1,0 +1,23 @@
+"""What the sweep tells whoever shows its progress. Its own module, below both: the runner calls it, and
+xferbench/progress.py (above the report, whose tables it draws) implements it, so neither imports the other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xferbench.analysis.row import RunRow
+from xferbench.config import Experiment
+from xferbench.run.matrix import Run
+
+
+class NullProgress:
+    """The sweep's progress calls, showing nothing (tests, library use); xferbench/progress.py's RichProgress
+    shows them in the terminal."""
+
+    def start_sweep(self, exp: Experiment, runs: list[Run], run_dir: Path) -> None: ...
+    def add_runs(self, runs: list[Run]) -> None: ...
+    def start_run(self, run: Run) -> None: ...
+    def phase(self, run: Run, text: str) -> None: ...
+    def live(self, run: Run, elapsed: float, total: float, qps: float | None, p95: float | None) -> None: ...
+    def end_run(self, run: Run, row: RunRow) -> None: ...
+    def end_sweep(self) -> None: ...

@@ -1,0 +1,241 @@
+"""What each figure measures. A case runs one round: its subjects and their anchor, the anchor first in odd
+rounds and last in even ones, so a drift of the machine over the sitting favours neither; every figure is the
+round's subject / anchor, and `Ctx.add` keeps it with the load at that moment."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xferbench.config import servers
+from xferbench.run import process
+from xferbench.tools.bench import tools
+from xferbench.tools.bench.quiet import BUSY_CORES, Others
+from xferbench.tools.bench.record import Samples
+
+FILE = "16MiB"  # frame transfers: big enough for many chunks per call sequence, small enough for a disk store
+FRAME = ("--conns", "2", "--inflight", "4", "--chunk", "1MiB", "--file-size", FILE)
+C_GO = ("xferd-c", "xferd-go")
+ANCHOR = {"mem": "iperf3", "disk": "iperf3 -F"}  # a disk store's ceiling: iperf3's server writing a file
+# Offered rates of the allocator case, in frame calls/s: the server busy for two fifths of its core or more, so
+# its CPU time, counted in 10 ms ticks, resolves a few percent in a half-length window (20 runs a round: the
+# case would otherwise take half the bench), and far below what it can serve.
+ALLOC_LOAD: dict[str, tuple[str, ...]] = {
+    "echo": ("--method", "echo", "--size", "256", "--rate", "6000"),
+    "upload": ("--method", "upload", "--chunk", "256KiB", "--file-size", "1MiB", "--rate", "800"),
+    "download": ("--method", "download", "--chunk", "256KiB", "--name", "gen:1MiB:1", "--rate", "800"),
+    "meta": ("--method", "meta", "--rate", "3000"),
+}
+
+
+@dataclass
+class Ctx:
+    window_s: float
+    tmp: Path
+    smoke: bool
+    say: Callable[[str], None]
+    samples: dict[str, Samples] = field(default_factory=dict)
+    others: Others = field(default_factory=Others)
+
+    def add(self, name: str, value: float, better: str = "higher", unit: str = "ratio") -> None:
+        if value <= 0:
+            raise tools.BenchError(f"{name}: measured {value}")
+        s = self.samples.setdefault(name, Samples(name, unit, better))
+        others = self.others.cores()  # since the previous figure: this one's runs and their set-up
+        s.add(value, others)
+        self.say(f"{name} = {value:.3f}" + (f"  busy (others used {others:.2f} cores)" if others > BUSY_CORES else ""))
+
+
+def ordered(r: int, items: tuple[str, ...]) -> tuple[str, ...]:
+    """Items in order in odd rounds, reversed in even ones."""
+    return items if r % 2 else tuple(reversed(items))
+
+
+def _store(ctx: Ctx, store: str, tag: str) -> tuple[str, Path | None]:
+    if store == "mem":
+        return "--store=mem", None
+    d = ctx.tmp / f"store-{tag}"
+    d.mkdir()
+    return f"--store=disk:{d}", d
+
+
+def frame(ctx: Ctx, r: int) -> None:
+    """Frame uploads (mem and disk store) and downloads (a stored file, gen: content) of both servers, by
+    xferload, ÷ iperf3 (for the disk store ÷ iperf3 -s -F FILE)."""
+    w = ctx.window_s
+    stores = ("mem",) if ctx.smoke else ("mem", "disk")
+    ceil: dict[str, float] = {}
+
+    def anchors() -> None:
+        ceil["mem"] = tools.iperf3(w)
+        if "disk" in stores:
+            out = ctx.tmp / "iperf3.out"
+            ceil["disk"] = tools.iperf3(w, out)
+            out.unlink(missing_ok=True)
+
+    got: list[tuple[str, float, str]] = []
+    if r % 2:
+        anchors()
+    for name in ordered(r, C_GO):
+        for store in stores:
+            flag, d = _store(ctx, store, f"{name}-{r}")
+            srv = tools.start(name, flag)
+            try:
+                addr = srv.addr("frame")
+                got.append(
+                    (
+                        f"frame upload {store} {name} / {ANCHOR[store]}",
+                        tools.xferload(addr, w, "--method", "upload", *FRAME)["mb_per_s"],
+                        store,
+                    )
+                )
+                if store == "mem" and not ctx.smoke:
+                    one = tools.xferload(addr, w, "--method", "download", "--max-calls", "1", *FRAME)
+                    for what, file in (("stored", one["name"]), ("gen", f"gen:{FILE}:1")):
+                        mbps = tools.xferload(addr, w, "--method", "download", "--name", file, *FRAME)["mb_per_s"]
+                        got.append((f"frame download {what} {name} / iperf3", mbps, "mem"))
+            finally:
+                srv.stop()
+                if d is not None:
+                    shutil.rmtree(d, ignore_errors=True)
+    if not r % 2:
+        anchors()
+    for fig, mbps, store in got:
+        ctx.add(fig, mbps / ceil[store])
+
+
+def grpc(ctx: Ctx, r: int) -> None:
+    """xferd-go's gRPC Upload and Download (ghz, 4 streams of 8 MiB in 1 MiB chunks) ÷ iperf3, and its Echo
+    ÷ bare grpc-go's (ghz -c 16, 256 B)."""
+    w = ctx.window_s
+    mb = tools.GRPC_FILE_MIB * (1 << 20) / 1e6
+    echo: dict[str, float] = {}
+    up = down = 0.0
+    ceiling = tools.iperf3(w) if r % 2 else 0.0
+    for name in ordered(r, ("xferd-go", "bare-echo")):
+        # The in-memory store where the kind has one (its registry entry's flags): bare-echo stores nothing.
+        srv = tools.start(name, *(["--store=mem"] if "store" in servers.get(name).flags else []))
+        try:
+            addr = srv.addr("grpc")
+            echo[name] = tools.ghz(
+                addr, w, "--call", "xfer.v1.FileTransfer.Echo", "-D", str(ctx.tmp / "echo.json"), "-c", "16"
+            )
+            if name == "xferd-go" and not ctx.smoke:
+                up = (
+                    tools.ghz(addr, w, "--call", "xfer.v1.FileTransfer.Upload", "-B", str(ctx.tmp / "upload.bin"), "-c", "4")
+                    * mb
+                )
+                down = (
+                    tools.ghz(addr, w, "--call", "xfer.v1.FileTransfer.Download", "-d", '{"name":"bench-8m"}', "-c", "4")
+                    * mb
+                )
+        finally:
+            srv.stop()
+    ctx.add("grpc echo xferd-go / bare grpc-go", echo["xferd-go"] / echo["bare-echo"])
+    if not ctx.smoke:
+        ceiling = ceiling or tools.iperf3(w)
+        ctx.add("grpc upload xferd-go / iperf3", up / ceiling)
+        ctx.add("grpc download xferd-go / iperf3", down / ceiling)
+
+
+def _generator(ctx: Ctx, gen: str, case: str, grpc_addr: str, frame_addr: str) -> float:
+    """Echoes/s or uploads/s of one generator against the running xferd-go."""
+    w = ctx.window_s
+    if gen.startswith("ghz") and case == "echo":
+        # ghz's 16 workers share one connection by default; Locust's 16 users hold one each. "ghz16" gives ghz
+        # Locust's 16 connections, the like-for-like anchor (one connection batches writes that 16 cannot).
+        conns = ("--connections", "16") if gen == "ghz16" else ()
+        echo = ("--call", "xfer.v1.FileTransfer.Echo", "-D", str(ctx.tmp / "echo.json"), "-c", "16", *conns)
+        return tools.ghz(grpc_addr, w, *echo)
+    if gen == "ghz":
+        return tools.ghz(grpc_addr, w, "--call", "xfer.v1.FileTransfer.Upload", "-B", str(ctx.tmp / "upload.bin"), "-c", "4")
+    if gen == "locust" and case == "echo":
+        return tools.locust(
+            f"grpc://{grpc_addr}", w, "-u", "16", "-r", "16", "--xfer-mix", "echo:1", "--xfer-echo-size", "256"
+        )
+    if gen == "locust":
+        return tools.locust(
+            f"grpc://{grpc_addr}",
+            w,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "--xfer-mix",
+            "upload:1",
+            "--xfer-sizes",
+            "8MiB",
+            "--xfer-chunk",
+            "1MiB",
+        )
+    if case == "echo":
+        return float(
+            tools.xferload(frame_addr, w, "--method", "echo", "--size", "256", "--conns", "2", "--inflight", "8")[
+                "calls_per_s"
+            ]
+        )
+    r = tools.xferload(
+        frame_addr, w, "--method", "upload", "--chunk", "1MiB", "--file-size", "8MiB", "--conns", "2", "--inflight", "2"
+    )
+    return float(r["mb_per_s"]) * 1e6 / (8 << 20)
+
+
+def generators(ctx: Ctx, r: int) -> None:
+    """One headless Locust process (gRPC) and xferload (frame), each ÷ ghz, on Echo 256 B with 16 callers and
+    on 8 MiB uploads in 1 MiB chunks with 4, against one xferd-go with a memory store. On Echo, Locust also ÷
+    ghz with as many connections as Locust's users hold."""
+    cases = ("echo",) if ctx.smoke else ("echo", "upload")
+    srv = tools.start("xferd-go", "--store=mem")
+    try:
+        for case in cases:
+            gens = ("ghz", "ghz16", "locust", "xferload") if case == "echo" else ("ghz", "locust", "xferload")
+            rate = {g: _generator(ctx, g, case, srv.addr("grpc"), srv.addr("frame")) for g in ordered(r, gens)}
+            ctx.add(f"locust {case} / ghz", rate["locust"] / rate["ghz"])
+            if case == "echo":
+                ctx.add("locust echo / ghz, 16 connections", rate["locust"] / rate["ghz16"])
+            ctx.add(f"xferload {case} / ghz", rate["xferload"] / rate["ghz"])
+    finally:
+        srv.stop()
+
+
+def _cpu_per_call(srv: process.Server, window_s: float, load: tuple[str, ...]) -> float:
+    """Server CPU seconds per frame call the client counted (setup and warm-up calls included: the server did
+    them inside the same CPU reading)."""
+    c0 = tools.cpu_seconds(srv.pid)
+    out = tools.xferload(srv.addr("frame"), window_s, "--conns", "2", "--inflight", "8", *load)
+    c1 = tools.cpu_seconds(srv.pid)
+    calls = int(out["calls"]) + int(out.get("warmup_calls", 0)) + int(out.get("setup_calls", 0))
+    if calls <= 0:
+        raise tools.BenchError(f"xferload {' '.join(load)} made no calls")
+    return (c1 - c0) / calls
+
+
+def allocators(ctx: Ctx, r: int) -> None:
+    """xferd-c's server CPU per call for Echo, Upload, Download and Meta at fixed offered rates, per
+    allocator, ÷ glibc's in the same round."""
+    allocs = ("glibc", "jemalloc") if ctx.smoke else servers.ALLOCATORS
+    methods = ("echo",) if ctx.smoke else tuple(ALLOC_LOAD)
+    cpu: dict[tuple[str, str], float] = {}
+    for alloc in ordered(r, allocs):
+        srv = tools.start("xferd-c", "--store=mem", f"--alloc={alloc}")
+        try:
+            # The server says which allocator it found; a silent fallback to glibc would compare glibc with itself.
+            if srv.ready.get("alloc") != alloc:
+                raise tools.BenchError(f"xferd-c --alloc={alloc} is ready with {srv.ready_line!r}")
+            for m in methods:
+                cpu[alloc, m] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD[m])
+        finally:
+            srv.stop()
+    for alloc in allocs[1:]:
+        for m in methods:
+            ctx.add(f"xferd-c cpu/call {m} {alloc} / glibc", cpu[alloc, m] / cpu["glibc", m], better="lower")
+
+
+CASES: dict[str, Callable[[Ctx, int], None]] = {
+    "frame": frame,
+    "grpc": grpc,
+    "generators": generators,
+    "allocators": allocators,
+}

@@ -1,0 +1,169 @@
+"""The processes a bench case runs: a server pinned to the server CPU, and clients on the generator CPU
+(iperf3, ghz, xferload, one Locust), each bounded by a timeout, as scripts/bench/lib.sh does in shell."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from xferbench.config import servers
+from xferbench.config.files import ROOT
+from xferbench.measure import procfs
+from xferbench.run import process
+
+SERVER_CPUS = (0,)
+GEN_CPUS = (1,)
+BIN = ROOT / "build" / "bin"
+GHZ = BIN / "ghz"
+XFERLOAD = BIN / "xferload"
+LOCUST = ROOT / ".venv" / "bin" / "locust"
+PROTO = ("--insecure", "--proto", str(ROOT / "proto/xfer/v1/file_transfer.proto"), "--import-paths", str(ROOT / "proto"))
+GRPC_FILE_MIB = 8  # the gRPC upload: header, 8 chunks of 1 MiB, trailer
+TCP_LISTEN = 0x0A  # include/net/tcp_states.h
+SLACK_S = 30.0  # beyond its own window, what a client may take before it is killed
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def missing() -> list[str]:
+    """The tools the cases need that are not there (`make build` brings them all)."""
+    bins = [GHZ, XFERLOAD, LOCUST, *(Path(s.default_binary()) for s in servers.SERVERS.values())]
+    return [str(b) for b in bins if not b.exists()] + ([] if shutil.which("iperf3") else ["iperf3"])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a server so far; a server gone mid-figure is the figure's error."""
+    cpu = procfs.cpu_seconds(pid)
+    if cpu is None:
+        raise BenchError(f"process {pid} is gone: no CPU time to read")
+    return cpu
+
+
+def start(name: str, *args: str) -> process.Server:
+    """A server from the registry on the server CPU, ready when its ready line is read."""
+    spec = servers.get(name)
+    argv = [spec.default_binary(), *spec.port0_flags, *args]
+    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word)
+
+
+def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT) -> str:
+    """Runs a client on the generator CPU to its end (at most its window plus SLACK_S); its stdout and
+    stderr together. A failed exit is an error naming the client and its last output."""
+    proc = process.spawn(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cpus=GEN_CPUS)
+    try:
+        out, _ = proc.communicate(timeout=window_s + SLACK_S)
+    except subprocess.TimeoutExpired:
+        process.stop(proc)
+        raise BenchError(f"{Path(argv[0]).name} ran past {window_s + SLACK_S:.0f}s") from None
+    finally:
+        process.stop(proc, grace_s=2)
+    text = out.decode(errors="replace")
+    if proc.returncode != 0:
+        raise BenchError(f"{Path(argv[0]).name} exited {proc.returncode}: {text[-800:]}")
+    return text
+
+
+def iperf3(window_s: float, out_file: Path | None = None) -> float:
+    """Loopback TCP ceiling in MB/s (10^6 B/s), 1 MiB writes; with `out_file` the server writes what it
+    receives there (`iperf3 -s -F FILE`), the ceiling of a disk store."""
+    port = process.free_port()
+    argv = ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)]
+    if out_file is not None:
+        argv += ["-F", str(out_file)]
+    srv = process.spawn(argv, cpus=SERVER_CPUS, stderr=subprocess.DEVNULL)
+    try:
+        # Poll the listening sockets, not a connection: iperf3 -s -1 would take the probe as its one test.
+        process.wait_until(lambda: _listening(port), srv, "iperf3 -s", 10.0)
+        out = client(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-t", f"{window_s:g}", "-J"], window_s)
+    finally:
+        process.stop(srv, grace_s=5)
+    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 8e6
+
+
+def _listening(port: int) -> bool:
+    """Whether a socket listens on the loopback port (/proc/net/tcp and tcp6)."""
+    for path in procfs.TCP_TABLES:
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if any(lp == port and st == TCP_LISTEN for lp, _, st in procfs.tcp_sockets(text)):
+            return True
+    return False
+
+
+def xferload(addr: str, window_s: float, *args: str) -> dict[str, Any]:
+    """One xferload run (its JSON); any call it counted as an error fails the case."""
+    out = client([str(XFERLOAD), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s)
+    r: dict[str, Any] = json.loads(out[out.index("{") :])
+    if sum(r["errors"].values()):
+        raise BenchError(f"xferload {' '.join(args)}: errors {r['errors']}")
+    return r
+
+
+def ghz_inputs(tmp: Path) -> None:
+    """echo.json (256 B) and upload.bin (the Upload stream, count-delimited binary messages) in tmp."""
+    from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
+
+    from xfer.v1 import file_transfer_pb2 as pb
+
+    (tmp / "echo.json").write_text(json.dumps({"payload": base64.b64encode(os.urandom(256)).decode()}))
+    # ghz reads its data as a Go template: no "{{" may appear, so the content has no "{" at all.
+    chunk = os.urandom(1 << 20).replace(b"{", b"z")
+    mib = GRPC_FILE_MIB
+    msgs = [pb.UploadRequest(header=pb.UploadHeader(name="bench-8m", size=mib << 20, chunk_size=1 << 20))]
+    msgs += [pb.UploadRequest(chunk=chunk)] * mib
+    msgs.append(pb.UploadRequest(trailer=pb.UploadTrailer(crc32=zlib.crc32(chunk * mib))))
+    with open(tmp / "upload.bin", "wb") as f:
+        for m in msgs:
+            b = m.SerializeToString()
+            f.write(_VarintBytes(len(b)) + b)
+
+
+def ghz(addr: str, window_s: float, *args: str) -> float:
+    """Calls per second that ended OK in one ghz run. ghz -z cuts off the calls in flight at the end
+    (Canceled / Unavailable, about one per worker); anything else is a broken run."""
+    out = client([str(GHZ), *PROTO, "--format", "json", "-z", f"{window_s:g}s", *args, addr], window_s)
+    r = json.loads(out[out.index("{") :])
+    codes = r.get("statusCodeDistribution", {})
+    bad = {k: v for k, v in codes.items() if k not in ("OK", "Canceled", "Unavailable")}
+    if bad or not codes.get("OK"):
+        raise BenchError(f"ghz {' '.join(args)}: {codes}, errors {r.get('errorDistribution')}")
+    return float(codes["OK"]) / (float(r["total"]) / 1e9)
+
+
+def locust(target: str, window_s: float, *args: str) -> float:
+    """Whole operations per second of one headless Locust process (loadgen's run summary), the flags of
+    scripts/bench/locust.sh."""
+    out = client(
+        [
+            str(LOCUST),
+            "-f",
+            "loadgen/",
+            "--headless",
+            "--host",
+            target,
+            "--xfer-metrics-port",
+            "0",
+            "--only-summary",
+            "-t",
+            f"{window_s:g}s",
+            *args,
+        ],
+        window_s,
+    )
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) > 3 and words[0] == "operations":
+            return float(words[3])
+    raise BenchError(f"no Locust summary: {out[-800:]}")
