@@ -1,8 +1,8 @@
 """CPU attribution of a command server (`server = "command"` with `profile = true`) on real processes: the
-server started as the runner starts it (xferbench/commandserver.py), sampled by the profiler its cell chose
-(xferbench/profile.start_server) while a gRPC client loads it, its samples put in buckets. A Python gRPC
+server started as the runner starts it (xferbench/run/commandserver.py), sampled by the profiler its cell chose
+(xferbench/measure/profile: start_server) while a gRPC client loads it, its samples put in buckets. A Python gRPC
 server under a preloaded jemalloc (perf, DWARF), xferd-go with a pprof address (pprof) and without one
-(perf, frame pointers), and a pprof address that serves no profile."""
+(perf, frame pointers), a pprof address that serves no profile, and one profiled sweep."""
 
 from __future__ import annotations
 
@@ -17,11 +17,14 @@ from typing import Any
 import grpc
 import pytest
 
+from tests.runner.conftest import experiment_file
 from xfer.v1 import file_transfer_pb2 as pb
 from xfer.v1 import file_transfer_pb2_grpc as pb_grpc
-from xferbench import commandserver, profile
-from xferbench import experiment as xe
-from xferbench.commandserver import CommandServer
+from xferbench import config as xe
+from xferbench.measure import profile
+from xferbench.measure.profile.classify import parse_folded
+from xferbench.run import commandserver, sweep
+from xferbench.run.commandserver import CommandServer
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_SERVER = ROOT / "tests" / "support" / "echo_grpc.py"
@@ -82,7 +85,7 @@ def _profiled_window(cell: xe.Cell, server: CommandServer, run_dir: Path) -> tup
         for t in threads:
             t.join(30)
     assert sum(calls) > 0 and graph is not None
-    folded = profile.parse_folded((run_dir / "profiles" / "w.folded").read_text())
+    folded = parse_folded((run_dir / "profiles" / "w.folded").read_text())
     return shares, folded
 
 
@@ -133,3 +136,20 @@ def test_a_pprof_address_that_serves_no_profile_fails_with_its_url(tmp_path: Pat
         url = rf"http://127\.0\.0\.1:{port}/debug/pprof/profile\?seconds=1"
         with pytest.raises(profile.ProfileError, match=rf"GET {url}: no HTTP/1\.1 answer there \(BadStatusLine\)"):
             profile.finish(started, tmp_path, "window")
+
+
+def test_a_profiled_sweep_of_a_command_server_attributes_its_allocator(tmp_path: Path) -> None:
+    """End to end: `profile = true` and a command server under jemalloc, as `xferbench run` runs it."""
+    text = (
+        '[experiment]\nname = "cmd-profile"\nrepeats = 1\nduet = false\nwarmup_s = 1\nprofile = true\n'
+        '[load]\nusers = 4\nspawn_rate = 4\nduration_s = 3\nmix = "echo:1"\nsizes = "64KiB"\ntransport = "grpc"\n'
+        '[[servers]]\nserver = "command"\nlabel = "pyecho"\n' + PY_JEMALLOC
+    )
+    exp = experiment_file(tmp_path / "exp.toml", text)
+    rows = sweep.sweep(exp, tmp_path / "run").rows
+    assert len(rows) == 1 and rows[0].ok, (rows[0].error, rows[0].stderr_tail)
+    row = rows[0]
+    assert row.config["command"]["profiler"]["kind"] == "perf", row.config["command"]
+    assert row.cpu_profile is not None and row.cpu_profile["samples"] >= 50, row.cpu_profile
+    assert row.cpu_profile["shares"]["allocator"] > 0, row.cpu_profile
+    assert row.flamegraph is not None and (tmp_path / "run" / row.flamegraph).stat().st_size > 0
