@@ -69,7 +69,7 @@ def _checked_experiment(args: argparse.Namespace, err: Console) -> config.Experi
         from xferbench.measure import profile
 
         try:
-            profile.check({c.server for c in exp.cells})
+            profile.check({c.server for c in exp.cells}, [c.command for c in exp.cells])
         except profile.ProfileError as e:
             _refuse(err, str(e))
             return None
