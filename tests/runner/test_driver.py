@@ -58,7 +58,8 @@ BASE = {"mix": '"meta:1"', "driver": '"xferload"', "users": "2", "spawn_rate": "
     ({"mix": '"echo:1"', "echo_size": '"64,128"'}, "xferload sends one payload size"),
     ({"spawn_rate": "1"}, "xferload opens every connection at once"),
     ({"grpc_inflight": '"4"'}, "load.grpc_inflight"),
-    ({"driver": '"locust"', "frame_codec": '"gob"'}, "frame_codec = 'gob' needs driver = \"xferload\""),
+    ({"driver": '"locust"', "frame_codec": '"gob"'},
+     'load.driver = "locust": load.frame_codec = \'gob\': locust has no gob client'),
     ({"driver": '"wrk"'}, 'expected "locust" | "xferload"'),
     ({"frame_codec": '"json"'}, 'expected "protobuf" | "gob"'),
 ])

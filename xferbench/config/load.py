@@ -1,5 +1,5 @@
 """The [load] table: each key's value checked (loadgen's options by loadgen's own parsers), the mode a cell
-runs in, explicit step levels, and what each load driver can honour."""
+runs in, explicit step levels, and the check of what the cell's driver can honour (its entry in drivers.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from dataclasses import replace
 from typing import Any
 
 import loadgen
-from xferbench.config import userload
+from xferbench.config import drivers, userload
 from xferbench.config.model import LOAD_KEYS, LOAD_MODES, LOADGEN_KEYS, TRANSPORTS, ExperimentError, Load
 from xferbench.config.values import _seconds_key, parse_seconds
 
-# What each [load] driver can honour, checked while the experiment is read. Here, beside the schema, because
-# generator.py builds its command line from the schema's Load: the check could not live there without a cycle.
-XFERLOAD_METHODS = {"echo", "meta"}  # one call per operation, as loadgen counts them (see xferload_args)
-XFERLOAD_MAX_INFLIGHT = 256
+# What xferload can honour is its entry in the driver registry (xferbench/config/drivers.py); these two are
+# read from there for the modules that name them. xferload_args is here, beside the schema, because
+# run/generators.py builds the command line from the schema's Load and parsing checks it before any run.
+XFERLOAD_METHODS = set(drivers.DRIVERS["xferload"].calls)  # one call per operation, as loadgen counts them
+XFERLOAD_MAX_INFLIGHT = drivers.DRIVERS["xferload"].max_inflight
 
 
 def _loadgen_value(key: str, v: Any, where: str) -> Any:
@@ -65,13 +66,13 @@ def _bad(key: str, v: Any, where: str, allowed: str) -> ExperimentError:
 _CHOICES: dict[str, tuple[str, ...]] = {
     "mode": LOAD_MODES,
     "transport": TRANSPORTS,
-    "driver": ("locust", "xferload"),
+    "driver": tuple(drivers.DRIVERS),
     "frame_codec": ("protobuf", "gob"),
 }
 _CHOICES_TEXT = {
     "mode": " | ".join(LOAD_MODES),
     "transport": " | ".join(TRANSPORTS),
-    "driver": '"locust" | "xferload"',
+    "driver": " | ".join(f'"{d}"' for d in drivers.DRIVERS),
     "frame_codec": '"protobuf" | "gob"',
 }
 _NUMBERS = ("settle_s", "users", "duration_s", "spawn_rate", "slo_p99", "slo_failures")
@@ -121,6 +122,7 @@ def _resolve_mode(load: Load, where: str) -> Load:
         raise ExperimentError(f'{where}: load.mode = "capacity" needs load.slo_p99 (e.g. "20ms")')
     if mode == "capacity" and not load.rate:
         raise ExperimentError(f'{where}: load.mode = "capacity" needs load.rate, the first rate it tries')
+    load = replace(load, mode=mode)
     try:
         check_driver(load)
     except ValueError as e:
@@ -129,7 +131,6 @@ def _resolve_mode(load: Load, where: str) -> Load:
         userload.check(load)
     except ValueError as e:
         raise ExperimentError(f"{where}: load.{e}") from None
-    load = replace(load, mode=mode)
     return _stepped(load, where) if load.steps else load
 
 
@@ -154,74 +155,30 @@ def _stepped(load: Load, where: str) -> Load:
 
 
 def check_driver(load: Load) -> None:
-    """Raises ValueError naming the [load] key the cell's driver cannot honour."""
-    if load.driver == "xferload":
-        xferload_args(load)
-    elif load.frame_codec != "protobuf":
-        raise ValueError(f'frame_codec = {load.frame_codec!r} needs driver = "xferload": loadgen (Python) has no gob client')
+    """Raises ValueError naming the [load] key the cell's driver cannot honour (the driver's registry entry)."""
+    drivers.check(load)
 
 
 def xferload_args(load: Load) -> list[str]:
     """xferload's flags for the [load] keys it honours: users → --conns (one connection per user, as a
     Locust frame user), inflight → --inflight, rate → --rate, echo_size → --size, meta_entries → --entries,
     meta_size → --entry-size, verify, frame_codec → --codec. sizes and chunk only concern upload and
-    download, which it does not run here. Raises ValueError for the rest."""
-    method = _xferload_method(load)
+    download, which it does not run here. Raises ValueError for a load its registry entry cannot run."""
+    check_driver(load)
+    (method,) = (m for m, w in loadgen.option("mix").parse(load.mix).items() if w > 0)  # one, as checked
     args = ["--method", method, "--conns", str(load.users), "--inflight", str(load.inflight)]
     return args + _xferload_payload_args(load)
 
 
-def _xferload_method(load: Load) -> str:
-    """The one method xferload runs for this load; ValueError for a load it cannot keep."""
-    if load.transport != "frame":
-        raise ValueError(
-            f'transport = {load.transport!r}: xferload speaks the frame protocol only; use driver = "locust" for gRPC'
-        )
-    if load.profile != "steady":
-        raise ValueError(
-            f'profile = {load.profile!r}: xferload keeps a steady load; use driver = "locust" for load profiles'
-        )
-    methods = [m for m, w in loadgen.option("mix").parse(load.mix).items() if w > 0]
-    if len(methods) != 1:
-        raise ValueError(
-            f"mix = {load.mix!r}: xferload runs one method per process; give one method "
-            '(e.g. "meta:1") or use driver = "locust" for a mix'
-        )
-    method: str = methods[0]
-    if method not in XFERLOAD_METHODS:
-        raise ValueError(
-            f"mix = {load.mix!r}: with xferload the runner drives echo or meta; xferload's "
-            f"{method} calls are frames, while loadgen's {method} is a whole transfer, so their "
-            'figures would not compare; use driver = "locust"'
-        )
-    if load.spawn_rate < load.users:
-        raise ValueError(
-            f"spawn_rate = {load.spawn_rate:g} < users = {load.users}: xferload opens every "
-            "connection at once; set spawn_rate >= users"
-        )
-    if load.grpc_inflight is not None:
-        raise ValueError("grpc_inflight: a gRPC setting; xferload speaks the frame protocol")
-    if not 1 <= load.inflight <= XFERLOAD_MAX_INFLIGHT:
-        raise ValueError(
-            f"inflight = {load.inflight}: xferload keeps 1..{XFERLOAD_MAX_INFLIGHT} calls in flight per connection"
-        )
-    return method
-
-
 def _xferload_payload_args(load: Load) -> list[str]:
-    """xferload's flags for the rate, the payloads, verification and the codec."""
+    """xferload's flags for the rate, the payloads, verification and the codec (of a load already checked)."""
     opt = loadgen.option
     args: list[str] = []
     rate = opt("rate").parse(load.rate) if load.rate else None
-    if rate is not None:
-        if rate.poisson:
-            raise ValueError(f"rate = {load.rate!r}: xferload sends at constant intervals; give R or constant:R")
+    if rate is not None:  # constant intervals, as its entry requires
         args += ["--rate", f"{rate.per_second:g}"]
-    if load.echo_size is not None:
-        size = opt("echo_size").parse(load.echo_size)
-        if size.kind != "list" or len(size.values) != 1:
-            raise ValueError(f"echo_size = {load.echo_size!r}: xferload sends one payload size; give one size")
-        args += ["--size", str(size.values[0])]
+    if load.echo_size is not None:  # one size, as its entry requires
+        args += ["--size", str(opt("echo_size").parse(load.echo_size).values[0])]
     if load.meta_entries is not None:
         args += ["--entries", str(opt("meta_entries").parse(load.meta_entries))]
     if load.meta_size is not None:

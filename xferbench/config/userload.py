@@ -2,10 +2,11 @@
 `data`, `proto`, `import_path`, `protoset`: loadgen's CallUser) or the user's own Locust users (`locustfile`), and
 `processes` (Locust distributed over several generator processes).
 
-Read by the schema (xferbench/experiment.py): paths are made absolute against the experiment file's folder
+Read by the schema (xferbench/config/load.py): paths are made absolute against the experiment file's folder
 before any value is checked (loadgen's own parsers test that the files exist, and the generator runs in
-the repository's root), then `check` refuses, one line each, the combinations the generator cannot run.
-Errors are ValueErrors; the schema adds the TOML path.
+the repository's root), then `check` refuses, one line each, the combinations no generator can run. What
+each needs of the driver (`call`, `locustfile` and `processes` > 1: Locust) is read from the driver's entry in
+xferbench/config/drivers.py, checked before these. Errors are ValueErrors; the schema adds the TOML path.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ LOCUSTFILE_HOST = "http://{addr}"
 
 
 class UserLoad(Protocol):
-    """The fields of experiment.Load this module reads (experiment imports this module, not the reverse)."""
+    """The fields of config.model.Load this module reads (config.load imports this module, not the reverse)."""
 
     @property
     def call(self) -> str | None: ...
@@ -44,8 +45,6 @@ class UserLoad(Protocol):
     def processes(self) -> int: ...
     @property
     def transport(self) -> str: ...
-    @property
-    def driver(self) -> str: ...
     @property
     def rate(self) -> str | None: ...
     @property
@@ -105,13 +104,12 @@ def check_value(key: str, v: Any) -> Any:
 
 
 def check(load: UserLoad) -> None:
-    """The combinations of a cell's load the generator cannot run; ValueError starts with the key at fault."""
+    """The combinations of a cell's load no generator can run (what the driver lacks is drivers.check's);
+    ValueError starts with the key at fault."""
     if load.call and load.transport != "grpc":
         raise ValueError(
             f'call = {load.call!r}: calling a gRPC method needs transport = "grpc" (this cell\'s is {load.transport!r})'
         )
-    if load.call and load.driver != "locust":
-        raise ValueError(f'call = {load.call!r}: needs driver = "locust" (loadgen\'s CallUser)')
     for key in CALL_KEYS[1:]:
         if getattr(load, key) and not load.call:
             raise ValueError(f"{key}: belongs to load.call (the gRPC method it describes); set call or drop {key}")
@@ -119,8 +117,6 @@ def check(load: UserLoad) -> None:
         _check_call_data(load.call, load.data)
     if load.locustfile:
         _check_locustfile(load)
-    if load.processes > 1 and load.driver != "locust":
-        raise ValueError(f'processes = {load.processes}: several generator processes need driver = "locust"')
 
 
 def _check_call_data(call: str, data: str | None) -> None:
@@ -138,8 +134,6 @@ def _check_locustfile(load: UserLoad) -> None:
     f = load.locustfile
     if load.call:
         raise ValueError(f"locustfile = {f!r}: runs your own users; load.call runs loadgen's, drop one of them")
-    if load.driver != "locust":
-        raise ValueError(f'locustfile = {f!r}: needs driver = "locust"')
     if load.rate or load.mode in ("open", "capacity"):
         raise ValueError(
             f"locustfile = {f!r}: your users set their own pace (their wait_time); a fixed rate "

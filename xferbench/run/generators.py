@@ -5,9 +5,10 @@ Both are one child process, pinned to the generator's CPUs, that serves the same
 is ready when that port answers, scraped every second, and stopped with SIGTERM. They differ only in their
 command line, so `Generator` is the process and each driver a subclass giving its `argv`.
 
-xferload runs one method per process with a fixed request, so `xferload_args` maps the [load] keys it
-honours and refuses, with the key and the reason, every one it cannot. It lives in xferbench/experiment.py,
-beside the [load] schema: parsing calls it, so a bad combination fails before any run.
+What each driver can do is its entry in the driver registry (xferbench/config/drivers.py), which the schema
+reads to refuse a load the driver cannot run before any run; GENERATORS below maps an entry's name to its
+class. A new driver is one entry there and one subclass here. xferload runs one method per process with a
+fixed request: `xferload_args` (xferbench/config/load.py) maps the [load] keys it honours to its flags.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import loadgen
-from xferbench.config import LOADGEN_KEYS, ROOT, Load, xferload_args
+from xferbench.config import LOADGEN_KEYS, ROOT, Load, drivers, xferload_args
 from xferbench.config.userload import LOCUSTFILE_HOST
 from xferbench.measure.scrape import Snapshot, fetch, scrape
 from xferbench.run.process import (
@@ -37,9 +38,7 @@ from xferbench.run.process import (
     wait_until,
 )
 
-DRIVERS = ("locust", "xferload")
 SCRAPE_TIMEOUT_S = 0.8  # within the runner's one-second tick
-FRAME_CODECS = ("protobuf", "gob")
 XFERLOAD = ROOT / "build" / "bin" / "xferload"
 REQUEST_METRICS = ROOT / "loadgen" / "_request_metrics.py"  # a user locustfile's client metrics
 
@@ -182,8 +181,17 @@ class XferloadGenerator(Generator):
                 "--duration", f"{max(1, round(run_time_s))}s", "--drain", "5s", *xferload_args(load)]
 
 
+# Each entry of the driver registry → the Generator that starts it (`name` is the entry's name).
+GENERATORS: dict[str, type[Generator]] = {g.name: g for g in (LocustGenerator, XferloadGenerator)}
+
+
 def generator_class(driver: str) -> type[Generator]:
-    return {"locust": LocustGenerator, "xferload": XferloadGenerator}[driver]
+    """The Generator of a registry entry; KeyError names a driver unknown to the registry or without one."""
+    name = drivers.get(driver).name
+    try:
+        return GENERATORS[name]
+    except KeyError:
+        raise KeyError(f"driver {name!r} has no Generator in xferbench/run/generators.py") from None
 
 
 def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
