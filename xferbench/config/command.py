@@ -7,6 +7,8 @@
     ready = { port = "{port}" }      # or { log = "regex" } or { http = "http://127.0.0.1:{metrics_port}/healthz" };
                                      # timeout = "30s" beside it bounds the wait
     metrics = "http://127.0.0.1:{metrics_port}/metrics"   # optional: scraped like ours
+    requests = { counter = 'grpc_server_handled_total{grpc_type="unary"}', errors = 'grpc_code!="OK"' }
+                                     # optional, with metrics: its own request series (xferbench/config/series.py)
     pprof = "http://127.0.0.1:{metrics_port}/debug/pprof" # optional: with profile = true, sampled there, not by perf
     alloc = ["glibc", "jemalloc"]    # LD_PRELOAD of Debian's library; a dynamically linked, non-Go program only
     gogc = [100, 400]                # gogc, gomemlimit, gomaxprocs, godebug: GOGC, ...; a Go program only
@@ -37,10 +39,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from py_client.durations import parse_duration
+from xferbench.config import series
 from xferbench.config.files import ROOT
 
 PLACEHOLDER = re.compile(r"\{((?:[a-z][a-z0-9]*_)*port)\}")
-KEYS = ("command", "ready", "metrics", "pprof", "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
+KEYS = ("command", "ready", "metrics", "requests", "pprof", "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
 GO_ENV = {"gogc": "GOGC", "gomemlimit": "GOMEMLIMIT", "gomaxprocs": "GOMAXPROCS", "godebug": "GODEBUG"}
 READY_TIMEOUT_S = 30.0
 # Debian's shared libraries (the ones xferd-c's --alloc preloads, servers/c/src/allocdet.h); glibc: none.
@@ -84,6 +87,7 @@ class Command:
     metrics: str | None  # http://HOST:PORT/metrics, placeholders unfilled; None: no server series
     ports: tuple[str, ...]  # the placeholders' names, e.g. ("port", "metrics_port")
     profiler: Profiler = Profiler("perf", "dwarf", why="a native program")
+    requests: series.Requests | None = None  # its own request series; None: ours (xfer_requests_total, ...)
 
     def fill(self, text: str, ports: Mapping[str, int]) -> str:
         return PLACEHOLDER.sub(lambda m: str(ports[m.group(1)]), text)
@@ -94,6 +98,7 @@ class Command:
             "ready": {self.ready.kind: self.ready.value, "timeout_s": self.ready.timeout_s},
             "metrics": self.metrics,
             "profiler": self.profiler.to_json(),
+            **({"requests": self.requests.to_json()} if self.requests else {}),
         }
 
 
@@ -143,6 +148,7 @@ def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
             f"{where}.metrics = {metrics!r}: expected http://HOST:PORT/metrics (the runner scrapes "
             'that path), e.g. "http://127.0.0.1:{metrics_port}/metrics"'
         )
+    requests = _requests(g.get("requests"), metrics, where)
     pprof = _pprof(g.get("pprof"), where)
     texts = [*argv, ready.value if ready.kind != "log" else "", metrics or "", pprof or ""]
     texts += [str(v) for v in _values(g.get("env", {}))]
@@ -156,9 +162,21 @@ def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
                 'before it runs); set the variable in [servers.env] instead, e.g. GOGC = ["100", "400"] '
                 'or LD_PRELOAD = "<the library\'s path in the image>"'
             )
-        return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof)), flags
+        return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof), requests), flags
     _check_program(Path(argv[0]), flags, where)
-    return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof)), flags
+    return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof), requests), flags
+
+
+def _requests(v: Any, metrics: str | None, where: str) -> series.Requests | None:
+    if v is None:
+        return None
+    if metrics is None:
+        raise CommandError(f"{where}.requests: names series of the server's /metrics, which needs the metrics key "
+                           '(e.g. metrics = "http://127.0.0.1:{metrics_port}/metrics")')
+    try:
+        return series.requests(v, f"{where}.requests")
+    except series.SelectorError as e:
+        raise CommandError(str(e)) from None
 
 
 def _pprof(v: Any, where: str) -> str | None:

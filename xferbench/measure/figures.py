@@ -10,6 +10,7 @@ import itertools
 from typing import Any
 
 from xferbench.analysis.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
+from xferbench.config.series import OURS, Requests, Selector
 from xferbench.measure.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
 
 # loadgen's per-chunk records (loadgen/_recorder.py): by name, since any other method (a user's own, via
@@ -23,12 +24,8 @@ def generator_saturated(gen_cpu_cores: float | None, gen_idle_cores: float | Non
 
 
 def _ok(d: dict[str, str]) -> bool:
-    """A call's outcome is its `code` label, servers' and client's alike: "ok" or PROTOCOL.md's error code."""
+    """A call's outcome is its `code` label: "ok" or PROTOCOL.md's error code (ours say so too: series.OURS)."""
     return d.get("code") == "ok"
-
-
-def _not_ok(d: dict[str, str]) -> bool:
-    return not _ok(d)
 
 
 def _op(d: dict[str, str]) -> bool:
@@ -166,32 +163,35 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None) -> dict[str, Any]:
-    """Requests, errors, latency, bytes and CPU between two server snapshots (`cpu`: the seconds it used)."""
+def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None, rq: Requests) -> dict[str, Any]:
+    """Requests, errors, latency, bytes and CPU between two server snapshots (`cpu`: the seconds it used; `rq`:
+    the series that count and time its requests)."""
     out: dict[str, Any] = {}
     dt = b.t - a.t
-    out["server_qps"] = _rate(a, b, "xfer_requests_total")
-    if b.sum("xfer_requests_total") is not None:
+    ctr = rq.counter
+    out["server_qps"] = _rate(a, b, ctr.name, ctr)
+    if b.sum(ctr.name, ctr) is not None and rq.errors is not None:
         out["server_errors"] = counter_delta(
-            a.sum("xfer_requests_total", _not_ok) or 0.0, b.sum("xfer_requests_total", _not_ok) or 0.0
+            a.sum(ctr.name, rq.is_error) or 0.0, b.sum(ctr.name, rq.is_error) or 0.0
         )
-    out["server_p95_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.95)
-    out["server_p99_s"] = _hq(a, b, "xfer_request_duration_seconds", 0.99)
+    if rq.latency is not None:
+        out["server_p95_s"] = _hq(a, b, rq.latency.name, 0.95, rq.latency)
+        out["server_p99_s"] = _hq(a, b, rq.latency.name, 0.99, rq.latency)
     out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
     out["server_bytes_per_s"] = _rate(a, b, "xfer_transfer_bytes_total")
     return out
 
 
-def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: float | None
+def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: float | None, ctr: Selector
                  ) -> tuple[dict[str, Any], float | None]:
     """CPU per request and per GiB moved, and the request count the per-request figures divide by."""
     # Cost per unit of work: what the server spent, whoever set the pace. It holds when the generator is
     # the bottleneck, and under a fixed offered load it is the figure that differs between configurations.
     out: dict[str, Any] = {}
-    req = counter_delta(a.sum("xfer_requests_total"), b.sum("xfer_requests_total"))
+    req = counter_delta(a.sum(ctr.name, ctr), b.sum(ctr.name, ctr))
     moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
     out["server_requests"] = req
-    if req is None and b.sum("xfer_requests_total") is None:
+    if req is None and b.sum(ctr.name, ctr) is None:
         req = client_requests
     if cpu is not None and req:
         out["server_cpu_per_request_s"] = cpu / req
@@ -245,18 +245,21 @@ def _memory(win: list[Snapshot], whole: list[Snapshot]) -> dict[str, Any]:
 
 
 def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
-                   client_requests: float | None = None) -> dict[str, Any]:
+                   client_requests: float | None = None, requests: Requests | None = None) -> dict[str, Any]:
     """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
-    allocator figures over the window. Figures a server does not export stay None. The per-request figures
-    divide by the server's own count (xfer_requests_total), or by `client_requests` when it keeps none (a
-    command server exporting only the Go runtime's or process_* series)."""
+    allocator figures over the window. Figures a server does not export stay None. `requests` names the
+    series that count and time its requests (a command server's [servers.requests]; default: ours,
+    xfer_requests_total and xfer_request_duration_seconds). The per-request figures divide by the server's own
+    count, or by `client_requests` when it keeps none (a command server exporting only the Go runtime's or
+    process_* series)."""
+    rq = requests or OURS
     out: dict[str, Any] = dict.fromkeys(SERVER_FIGURES)
     if len(win) < 2:
         return out
     a, b = win[0], win[-1]
     cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
-    out.update(_server_traffic(a, b, cpu))
-    cost, req = _server_cost(a, b, cpu, client_requests)
+    out.update(_server_traffic(a, b, cpu, rq))
+    cost, req = _server_cost(a, b, cpu, client_requests, rq.counter)
     out.update(cost)
     out.update(_memory(win, whole or win))
     out.update(_go_gc(win, cpu, req))
@@ -306,9 +309,11 @@ SERIES_COLUMNS = (
 )
 
 
-def series(client: list[Snapshot], server: list[Snapshot], t0: float) -> list[dict[str, Any]]:
-    """Per-interval series (one row per consecutive pair of client snapshots), t relative to t0."""
-    rows = []
+def series(client: list[Snapshot], server: list[Snapshot], t0: float,
+           requests: Requests | None = None) -> list[dict[str, Any]]:
+    """Per-interval series (one row per consecutive pair of client snapshots), t relative to t0; `requests`
+    as server_figures takes it."""
+    rq, rows = requests or OURS, []
     srv = sorted(server, key=lambda s: s.t)
     for a, b in itertools.pairwise(client):
         row: dict[str, Any] = dict.fromkeys(SERIES_COLUMNS)
@@ -319,8 +324,8 @@ def series(client: list[Snapshot], server: list[Snapshot], t0: float) -> list[di
         row["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
         sa, sb = _nearest(srv, a.t), _nearest(srv, b.t)
         if sa is not None and sb is not None and sb.t > sa.t:
-            row["server_qps"] = _rate(sa, sb, "xfer_requests_total")
-            row["server_p95_s"] = _hq(sa, sb, "xfer_request_duration_seconds", 0.95)
+            row["server_qps"] = _rate(sa, sb, rq.counter.name, rq.counter)
+            row["server_p95_s"] = _hq(sa, sb, rq.latency.name, 0.95, rq.latency) if rq.latency else None
             row["rss_bytes"] = sb.sum("process_resident_memory_bytes")
             row["gc_pauses_per_s"] = _rate(sa, sb, "go_gc_duration_seconds_count")
             row["gc_pause_s_per_s"] = _rate(sa, sb, "go_gc_duration_seconds_sum")

@@ -120,14 +120,15 @@ def fetch(url: str, timeout: float = 2.0) -> str:
     return body.decode("utf-8", errors="replace")
 
 
-def scrape(url: str, timeout: float = 2.0) -> Snapshot | None:
-    """One scrape; None when the target does not answer (stopped, not yet up)."""
+def scrape(url: str, timeout: float = 2.0, also: tuple[str, ...] = ()) -> Snapshot | None:
+    """One scrape; None when the target does not answer (stopped, not yet up). `also`: more name prefixes to
+    keep (a command server's own request series)."""
     t = time.time()
     try:
         text = fetch(url, timeout)
     except (urllib.error.URLError, OSError, TimeoutError, ValueError):
         return None
-    return parse_text(text, t)
+    return parse_text(text, t, (lambda n: keep(n) or n.startswith(also)) if also else keep)
 
 
 # --- arithmetic on snapshots ------------------------------------------------------------------------------

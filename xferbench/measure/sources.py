@@ -30,6 +30,9 @@ PROM_DROP_LABELS = ("instance", "job", "xferbench_cell", "xferbench_run")
 
 class MetricsSource(ABC):
     name: str = "?"
+    # Name prefixes kept beside KEEP_PREFIXES: a command server's own request series ([servers.requests]), set
+    # for each server before begin().
+    also: tuple[str, ...] = ()
 
     @abstractmethod
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
@@ -74,7 +77,7 @@ class ScrapeSource(MetricsSource):
         self.snaps = []
 
     def tick(self) -> Snapshot | None:
-        snap = scrape(self.url, self.timeout_s)
+        snap = scrape(self.url, self.timeout_s, self.also)
         if snap is not None:
             self.snaps.append(snap)
         return snap
@@ -130,7 +133,7 @@ class PromQLSource(MetricsSource):
         self._get("/api/v1/query", {"query": "1"})
 
     def _selector(self) -> str:
-        names = "|".join(p.rstrip("_") + ".*" for p in KEEP_PREFIXES)
+        names = "|".join(p.rstrip("_") + ".*" for p in (*KEEP_PREFIXES, *self.also))
         return f'{{__name__=~"{names}",instance="{self.instance}"}}'
 
     def _latest_sample_time(self, instance: str | None = None) -> float | None:

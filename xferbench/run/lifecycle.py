@@ -101,10 +101,12 @@ def start(live: Live) -> None:
         metrics_addr = server.addr(servers.get(cell.server).metrics_key)
     except KeyError as e:
         raise CellFailed(str(e.args[0]), list(server.tail)) from None
+    live.source.also = cell.command.requests.names if cell.command and cell.command.requests else ()
     live.source.begin(metrics_addr, {"xferbench_cell": cell.name, "server": cell.server})
     live.begun = True
     if live.source.name != "scrape":
         live.shadow = ScrapeSource()
+        live.shadow.also = live.source.also
         live.shadow.begin(metrics_addr, {})
     if exp.soak is not None and cell.load.mode != "capacity":
         live.watch = soak.Watch(server.pid, f"http://{metrics_addr}/metrics", exp.soak)

@@ -212,14 +212,15 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> dict[str, Any
     srv_whole = live.source.snapshots(phase.t0, t_b)
     out["duration_s"] = round(t_b - t_a, 3)
     out.update(figures.client_figures(win_c))
-    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out["client_requests"]))
+    rq = live.run.cell.command.requests if live.run.cell.command else None  # a command server's own series
+    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out["client_requests"], rq))
     out.update(procfs.window_figures(phase.proc, t_a, t_b, out["client_requests"]))
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
     if live.watch is not None and not search_step:
         out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))
     if live.shadow is not None:
         sw = live.shadow.snapshots(phase.t0, t_b)
-        out["scrape_check"] = figures.server_figures(figures.window(sw, t_a, t_b), sw)
+        out["scrape_check"] = figures.server_figures(figures.window(sw, t_a, t_b), sw, requests=rq)
     if out.get("gen_cpu_cores") is None:
         out["gen_cpu_cores"] = gen_cpu_psutil
     out["gen_cpu_cores_psutil"] = gen_cpu_psutil
