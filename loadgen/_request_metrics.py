@@ -8,6 +8,10 @@ xfer_client_request_duration_seconds under the request's name (the `method` labe
 code "ok" or "error", plus process_cpu_seconds_total and xfer_client_users: the families the runner
 scrapes every second, so its window, percentiles and CPU per request work as for loadgen's users.
 
+`--xfer-final-stats PATH` writes Locust's own totals of the whole run (requests, failures, rps and the
+50/95/99th percentiles in seconds) as JSON when Locust quits, after its users stopped: Locust rewrites its
+`--csv` files only every second and not at the end, so they miss the run's last second.
+
 With `--processes N` each process serves its own (workers on the first free ports after the master's), and
 the master lists its workers' URLs on `/workers`, as loadgen's processes do: the runner adds them all up.
 Not named like a locustfile (it starts with `_`), so `locust -f loadgen/` does not load it.
@@ -15,6 +19,8 @@ Not named like a locustfile (it starts with `_`), so `locust -f loadgen/` does n
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from locust import events
@@ -24,6 +30,7 @@ from loadgen._exporter import ClientCollector, app, gauge, registry, serve_first
 from loadgen._recorder import Recorder
 
 FLAG = "--xfer-metrics-port"
+FINAL_FLAG = "--xfer-final-stats"
 _recorder = Recorder()
 _state: dict[str, Any] = {}  # this process's runner and the URL of its /metrics
 _workers: dict[str, str] = {}  # on a master: worker id -> its /metrics URL (what the runner reads on /workers)
@@ -38,6 +45,12 @@ def _options(parser: Any, **_kw: Any) -> None:
         type=int,
         default=0,
         help="Port of this process's client /metrics (the runner's scrape target)",
+    )
+    parser.add_argument(
+        FINAL_FLAG,
+        dest="xfer_final_stats",
+        default="",
+        help="Write Locust's totals of the whole run to this JSON file when it quits",
     )
 
 
@@ -63,9 +76,31 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         _workers[client_id] = url
 
 
+def final_stats(total: Any) -> dict[str, float | None]:
+    """Locust's aggregated entry (`stats.total`) as the runner reads it; percentiles in seconds."""
+    none = not total.num_requests
+
+    def pct(q: float) -> float | None:
+        return None if none else total.get_response_time_percentile(q) / 1000.0
+
+    return {"requests": float(total.num_requests), "failures": float(total.num_failures),
+            "rps": float(total.total_rps), "p50_s": pct(0.5), "p95_s": pct(0.95), "p99_s": pct(0.99)}
+
+
+def _on_quit(**_kw: Any) -> None:
+    runner, path = _state.get("runner"), _state.get("final_path")
+    if runner is None or not path or isinstance(runner, WorkerRunner):  # a master holds every worker's stats
+        return
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(final_stats(runner.stats.total)))
+    tmp.replace(path)  # whole or absent: never a partial file
+
+
 def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
     environment.events.request.add_listener(_on_request)
+    environment.events.quit.add_listener(_on_quit)
     _state["runner"] = runner
+    _state["final_path"] = str(environment.parsed_options.xfer_final_stats or "")
     port = int(environment.parsed_options.xfer_metrics_port)
     ports = [port]
     if isinstance(runner, WorkerRunner):  # as loadgen's workers: the first free port after the master's

@@ -15,8 +15,8 @@ from tests.containers.conftest import runner_containers
 from xferbench import config as xe
 from xferbench import report
 from xferbench.analysis.row import RunRow
+from xferbench.measure import cgroup
 from xferbench.run import sweep
-from xferbench.run.containers import cgroup
 from xferbench.run.containers.backend import ContainerServer
 
 MiB = 1 << 20

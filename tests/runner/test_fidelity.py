@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import experiment_file
-from xferbench.analysis import metrics, stats
+from xferbench.analysis import metrics, stats, summary
 from xferbench.config import Experiment, available_cpus
 from xferbench.measure import capacity
-from xferbench.analysis import summary
 from xferbench.run import sweep
 
 

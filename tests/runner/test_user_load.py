@@ -6,6 +6,7 @@ read."""
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -101,9 +102,13 @@ ready = {{ port = "{{port}}" }}
 """
 
 
-def _locust_total(prefix: Path) -> int:
+def _locust_totals(prefix: Path) -> tuple[int, int]:
+    """Locust's request count of the whole run: from the totals written when it quit, and from its CSV (rewritten
+    once a second, not at the end: at most as many)."""
+    final = json.loads(Path(f"{prefix}_final.json").read_text())
     with open(f"{prefix}_stats.csv") as f:
-        return next(int(r["Request Count"]) for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+        csv_total = next(int(r["Request Count"]) for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+    return int(final["requests"]), csv_total
 
 
 def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
@@ -121,7 +126,8 @@ def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
     assert row.proc_cpu_per_request_s and row.proc_cpu_per_request_s > 0
     # Locust's own statistics of the whole run (no warm-up here) and the server's log agree with the row, but
     # for the calls made before the first scrape or after the last, and those the stop cuts in flight.
-    total = _locust_total(next((tmp_path / "run" / "logs").glob("*.locust.log")).with_suffix(""))
+    total, csv_total = _locust_totals(next((tmp_path / "run" / "logs").glob("*.locust.log")).with_suffix(""))
+    assert csv_total <= total
     assert row.locust_stats and row.locust_stats["requests"] == total and row.locust_stats["failures"] == 0
     assert row.locust_stats["p95_s"] and row.locust_stats["p95_s"] > 0
     served = sum(
@@ -130,7 +136,9 @@ def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
         if "locust" not in p.name
         for line in p.read_text(errors="replace").splitlines()
     )
-    assert abs(total - served) <= max(10, 0.05 * served), (total, served)  # a stop cuts calls in flight
+    # The server logs a call when it answers; Locust counts it when the answer arrives. Quitting cuts at most one
+    # call in flight per user (2), answered but never counted.
+    assert 0 <= served - total <= 2, (total, served)
     assert abs(total - row.client_requests) <= max(10, 0.1 * total), (row.client_requests, total)
 
 

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from xferbench.analysis import stats
+from xferbench.analysis import stats, summary
 from xferbench.analysis.metrics import BY_NAME, METRICS, RANKED, Metric
 from xferbench.analysis.row import FIELD_NAMES, RunRow
 from xferbench.analysis.runmeta import RunMeta
-from xferbench.analysis import summary
 from xferbench.report import tables
 
 # Numeric RunRow fields that are not summarised across repeats, and why. A new numeric field must be added to

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from xferbench import cli
-from xferbench.analysis.row import FIELD_NAMES, RunRow
 from xferbench.analysis import summary
+from xferbench.analysis.row import FIELD_NAMES, RunRow
 
 # A row as the runner wrote it before RunRow (a free dict): the keys of a failed run, and of an ok run with
 # a few figures and a key this version does not know.

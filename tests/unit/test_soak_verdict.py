@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from xferbench import config as xe
+from xferbench.analysis import summary
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.runmeta import RunMeta
 from xferbench.measure import growth, soak
 from xferbench.measure.scrape import Snapshot
 from xferbench.report import soak as report_soak
-from xferbench.analysis import summary
 from xferbench.report import tables
 
 GOAL = xe.Soak(growth_max=0.05, held_slack=2)

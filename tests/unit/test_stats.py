@@ -14,11 +14,10 @@ import pytest
 from scipy import stats as sps
 
 from xferbench import config as xe
-from xferbench.analysis import stats
+from xferbench.analysis import stats, summary
 from xferbench.analysis.metrics import RANKED
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.runmeta import RunMeta
-from xferbench.analysis import summary
 
 T975_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # Student t quantile, df = 2, in closed form: 4.3027
 

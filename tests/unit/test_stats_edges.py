@@ -12,10 +12,9 @@ import math
 
 import pytest
 
-from xferbench.analysis import stats
+from xferbench.analysis import stats, summary
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.runmeta import RunMeta
-from xferbench.analysis import summary
 
 INF = float("inf")
 

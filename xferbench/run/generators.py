@@ -13,7 +13,6 @@ fixed request: `xferload_args` (xferbench/config/load.py) maps the [load] keys i
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -141,7 +140,7 @@ class LocustGenerator(Generator):
             self._scrapers.shutdown(wait=True)  # a scrape in flight ends within SCRAPE_TIMEOUT_S
             self._scrapers = None
         if self.csv_prefix is not None:
-            self.stats = locust_stats(Path(f"{self.csv_prefix}_stats.csv"))
+            self.stats = locust_stats(Path(f"{self.csv_prefix}_final.json"))
         return code
 
     def scrape(self) -> Snapshot | None:
@@ -167,8 +166,12 @@ class LocustGenerator(Generator):
 
     @staticmethod
     def outputs(load: Load, log_path: Path) -> list[str]:
-        # Locust's own statistics of a user locustfile's run (PREFIX_stats.csv, ...), kept to check against
-        return ["--csv", str(log_path.with_suffix(""))] if load.locustfile else []
+        # Locust's own statistics of a user locustfile's run: its totals when it quits (PREFIX_final.json, read
+        # into the row), and its CSV files (PREFIX_stats.csv, ...) for the reader, which lack the last second.
+        if not load.locustfile:
+            return []
+        prefix = log_path.with_suffix("")
+        return ["--csv", str(prefix), "--xfer-final-stats", f"{prefix}_final.json"]
 
 
 class XferloadGenerator(Generator):
@@ -209,24 +212,13 @@ def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> 
 
 
 def locust_stats(path: Path) -> dict[str, float | None] | None:
-    """The Aggregated row of Locust's PREFIX_stats.csv (written when Locust stops): requests, failures, rps
-    and the 50/95/99th percentiles in seconds (Locust rounds them to whole milliseconds); None without it."""
+    """Locust's totals of the whole run as loadgen/_request_metrics.py wrote them when Locust quit: requests,
+    failures, rps and the 50/95/99th percentiles in seconds; None without the file (Locust killed)."""
     try:
-        with open(path, newline="") as f:
-            row = next((r for r in csv.DictReader(f) if r.get("Name") == "Aggregated"), None)
-    except OSError:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    if row is None:
-        return None
-
-    def num(key: str, scale: float = 1.0) -> float | None:
-        try:
-            return float(row[key]) * scale
-        except (KeyError, TypeError, ValueError):  # "N/A" before any request
-            return None
-
-    return {"requests": num("Request Count"), "failures": num("Failure Count"), "rps": num("Requests/s"),
-            "p50_s": num("50%", 1e-3), "p95_s": num("95%", 1e-3), "p99_s": num("99%", 1e-3)}
+    return {k: (float(v) if isinstance(v, int | float) else None) for k, v in data.items()}
 
 
 def processes(load: Load) -> list[str]:
