@@ -5,6 +5,7 @@ come from etcd's count, which must agree with what the client counted."""
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 from pathlib import Path
@@ -95,3 +96,7 @@ def test_etcds_own_counter_and_histogram_give_the_server_figures(tmp_path: Path)
     # CPU per request divides by etcd's count now, not the client's: CPU over the window / etcd's calls in it.
     cpu_per_call = row["server_cpu_cores"] / row["server_qps"]
     assert row["server_cpu_per_request_s"] == pytest.approx(cpu_per_call, rel=1e-6), row
+    # The per-second series read the same mapping: etcd's calls appear second by second, not only in the row.
+    with open(tmp_path / "run" / row["timeseries"]) as f:
+        per_second = [r["server_qps"] for r in csv.DictReader(f)]
+    assert any(v and float(v) > 0 for v in per_second), per_second

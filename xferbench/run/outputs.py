@@ -11,13 +11,15 @@ from typing import Any
 
 from xferbench.analysis.row import RunRow
 from xferbench.config import slug
+from xferbench.config.series import Requests
 from xferbench.measure import figures, profile
 from xferbench.measure.scrape import Snapshot
 from xferbench.run.live import CellFailed, Live
 
 
-def write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float) -> None:
-    rows = figures.series(client, server, t0)
+def write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float,
+                 requests: Requests | None = None) -> None:
+    rows = figures.series(client, server, t0, requests)
     with open(run_dir / "timeseries" / f"{stem}.csv", "w", newline="", encoding="utf-8") as f:
         wr = csv.DictWriter(f, fieldnames=figures.SERIES_COLUMNS)
         wr.writeheader()
