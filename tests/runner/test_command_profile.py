@@ -138,6 +138,9 @@ def test_a_pprof_address_that_serves_no_profile_fails_with_its_url(tmp_path: Pat
             profile.finish(started, tmp_path, "window")
 
 
+# In make test-slow: its parts are each checked in make test, the sampler against a real command server above and
+# the runner's profiled window by tests/runner/test_profile.py; this one joins them (13 s).
+@pytest.mark.slow
 def test_a_profiled_sweep_of_a_command_server_attributes_its_allocator(tmp_path: Path) -> None:
     """End to end: `profile = true` and a command server under jemalloc, as `xferbench run` runs it."""
     text = (
