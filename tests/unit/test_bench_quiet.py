@@ -19,9 +19,11 @@ def test_a_process_outside_the_tree_is_seen_as_others() -> None:
     shows as others' CPU: at least half a core over its run, whatever else the machine does."""
     others = Others()
     token = f"xferbench-burner-{uuid.uuid4().hex}"  # the loop's $0, to find it by
-    # `timeout` bounds the loop by itself; `setsid ... &` leaves it to init once the outer shell is gone.
+    # `timeout` bounds the loop by itself, with SIGKILL: a shell started in the background may inherit SIGTERM
+    # ignored, and then outlives its timeout (seen once under two pytest workers). `setsid ... &` leaves it to
+    # init once the outer shell is gone.
     subprocess.run(
-        ["sh", "-c", f"setsid timeout {BURN_S} sh -c 'while :; do :; done' {token} >/dev/null 2>&1 &"],
+        ["sh", "-c", f"setsid timeout -s KILL {BURN_S} sh -c 'while :; do :; done' {token} >/dev/null 2>&1 &"],
         check=True,
         timeout=10,
     )

@@ -72,8 +72,9 @@ Schema (every key below is optional unless marked *required*)::
                                 # duet defaults to false
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
-    server = "xferd-go"         # *required*: xferd-go | xferd-c (a kind of xferbench/config/servers.py) | command (any
-                                # executable: command, ready, metrics, alloc, gogc, ... as in xferbench/config/command.py)
+    server = "xferd-go"         # *required*: xferd-go | xferd-c | bare-echo (a kind of xferbench/config/servers.py) |
+                                # command (any executable: command, ready, metrics, requests, pprof, alloc, gogc,
+                                # image, ... as in xferbench/config/command.py)
     label = "go"                # short name used in cell names; default from the server
     binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
     args = ["--max-conns=256"]  # extra flags passed verbatim
@@ -86,7 +87,8 @@ Schema (every key below is optional unless marked *required*)::
     [servers.limits]            # backend = "docker" only: cgroup limits of the server's container; a list is
     cpus = 1.5                  # a matrix axis. cpus: CPU time in cores (CFS quota); memory: a size (the
     memory = "256MiB"           # container's memory limit, no swap beyond it)
-    # image = "localhost/xferbench/xferd-go:dev"   # in [[servers]]: the container image (default per server)
+    # image = "localhost/xferbench/xferd-go:dev"   # in [[servers]]: the container image (default per server;
+                                                   # a command's is the user's, never built)
 
 A cell is one point of a group's matrix; its name joins the label, the transport and every axis value
 (``go/grpc/pool=on``), unless ``name`` in the group gives a template like ``"go-{pool}-{transport}"``.

@@ -1,8 +1,8 @@
 """What the runner needs of a running server, whatever runs it.
 
 A structural type: `xferbench.run.process.Server` (and its subclass `CommandServer`) and
-`xferbench.run.containers.backend.ContainerServer` satisfy it without importing it, so the measurement layer
-below stays free of the runner.
+`xferbench.run.containers.backend.ContainerServer` satisfy it without inheriting from it, so the lifecycle
+reaches a host process and a container alike, with no unions and no probes.
 """
 
 from __future__ import annotations
