@@ -56,6 +56,9 @@ WRAPPER = (
     "wait $pid; code=$?\n"
     # wait returns early (status > 128) when a trapped signal arrives: wait again for the server's own exit
     "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
+    # The server may have ended between that early return and kill -0, leaving 143 in place of its status: the
+    # shell still holds it for one more wait (127 where a shell has already given it out: keep the code then).
+    "wait $pid 2>/dev/null; last=$?; [ $last -ne 127 ] && code=$last\n"
     "for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
     '  [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && echo "' + OOM_MARK + ' oom_kill=$v" >&2; done < "$f"\n'
     "done\n"

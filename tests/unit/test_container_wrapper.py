@@ -1,0 +1,50 @@
+"""The container wrapper's exit status is the server's, also when the server ends between the wrapper's
+interrupted `wait` and its next check (a race seen as status 143 from a server that exited 0 on SIGTERM). The
+race is forced by a pause after the first `wait`; the wrapper runs under the system's /bin/sh, as in an image."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from xferbench.run.containers.backend import WRAPPER
+
+RACE = WRAPPER.replace("wait $pid; code=$?\n", "wait $pid; code=$?\nsleep 0.5\n", 1)
+GRACEFUL = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+    "print('up', flush=True); time.sleep(30)"
+)
+
+
+def _stopped(wrapper: str, *server: str) -> int:
+    """Starts the wrapper on `server`, sends it SIGTERM once the server is up, returns the wrapper's status."""
+    p = subprocess.Popen(["/bin/sh", "-c", wrapper, *server], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert p.stdout is not None and p.stdout.readline() == b"up\n"  # the server's handler is in place
+        p.send_signal(signal.SIGTERM)
+        return p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+@pytest.mark.parametrize("wrapper", [WRAPPER, RACE], ids=["as-is", "race-forced"])
+def test_a_server_that_exits_0_on_sigterm_gives_0(wrapper: str) -> None:
+    assert WRAPPER != RACE  # the pause went in
+    assert _stopped(wrapper, sys.executable, "-c", GRACEFUL) == 0
+
+
+def test_a_server_killed_by_sigterm_gives_143() -> None:
+    assert _stopped(RACE, "sh", "-c", "echo up; exec sleep 30") == 128 + signal.SIGTERM
+
+
+def test_a_server_killed_outright_gives_137_and_one_exiting_gives_its_code() -> None:
+    killed = subprocess.run(["/bin/sh", "-c", WRAPPER, "sh", "-c", "kill -KILL $$"], stderr=subprocess.DEVNULL)
+    assert killed.returncode == 128 + signal.SIGKILL
+    assert subprocess.run(["/bin/sh", "-c", WRAPPER, "sh", "-c", "exit 3"], stderr=subprocess.DEVNULL).returncode == 3
