@@ -24,6 +24,7 @@ build: setup
 build-go:
 	cd servers/go && go build -ldflags "-X main.version=$(VERSION)" -o ../../$(BIN)/xferd-go ./cmd/xferd-go
 	cd servers/go && go build -o ../../$(BIN)/xferload ./cmd/xferload
+	cd servers/go && go build -o ../../$(BIN)/grpcxfer ./cmd/grpcxfer  # the bench's gRPC transfer client
 	cd servers/go && go build -o ../../$(BIN)/pprof-fold ./cmd/pprof-fold  # Go CPU profiles → folded stacks (xferbench/measure/profile)
 	cd servers/go && go build -o ../../$(BIN)/bare-echo ./cmd/bare-echo
 
@@ -57,6 +58,7 @@ test-asan:
 # a -fuzztime duration expires while a starved worker is mid-input (golang/go#75804, fixed in Go 1.27). `go test` replays each package's testdata/fuzz/<Target>/ as ordinary tests (`make test-go`); after
 # exploring, what go test found new is copied there from its cache, so the corpus lives in the repository.
 GO_FUZZ := internal/frame:FuzzParseFrame internal/frame:FuzzDecodeUploadChunk internal/errs:FuzzQuote \
+  internal/chunkwire:FuzzPieces \
   internal/gobrpc:FuzzGobServerCodec
 GO_FUZZ_EXECS ?= 60000
 GO_MODULE := xferbench/servers/go

@@ -107,10 +107,9 @@ def frame(ctx: Ctx, r: int) -> None:
 
 
 def grpc(ctx: Ctx, r: int) -> None:
-    """xferd-go's gRPC Upload and Download (ghz, 4 streams of 8 MiB in 1 MiB chunks) ÷ iperf3, and its Echo
-    ÷ bare grpc-go's (ghz -c 16, 256 B)."""
+    """xferd-go's gRPC Upload and Download ÷ iperf3, driven by grpcxfer (4 streams of 8 MiB in 1 MiB chunks:
+    ghz, with its dynamic messages, tops out first), and its Echo ÷ bare grpc-go's (ghz -c 16, 256 B)."""
     w = ctx.window_s
-    mb = tools.GRPC_FILE_MIB * (1 << 20) / 1e6
     echo: dict[str, float] = {}
     up = down = 0.0
     ceiling = tools.iperf3(w) if r % 2 else 0.0
@@ -123,21 +122,15 @@ def grpc(ctx: Ctx, r: int) -> None:
                 addr, w, "--call", "xfer.v1.FileTransfer.Echo", "-D", str(ctx.tmp / "echo.json"), "-c", "16"
             )
             if name == "xferd-go" and not ctx.smoke:
-                up = (
-                    tools.ghz(addr, w, "--call", "xfer.v1.FileTransfer.Upload", "-B", str(ctx.tmp / "upload.bin"), "-c", "4")
-                    * mb
-                )
-                down = (
-                    tools.ghz(addr, w, "--call", "xfer.v1.FileTransfer.Download", "-d", '{"name":"bench-8m"}', "-c", "4")
-                    * mb
-                )
+                up = tools.grpcxfer(addr, w, "upload")
+                down = tools.grpcxfer(addr, w, "download")
         finally:
             srv.stop()
     ctx.add("grpc echo xferd-go / bare grpc-go", echo["xferd-go"] / echo["bare-echo"])
     if not ctx.smoke:
         ceiling = ceiling or tools.iperf3(w)
-        ctx.add("grpc upload xferd-go / iperf3", up / ceiling)
-        ctx.add("grpc download xferd-go / iperf3", down / ceiling)
+        ctx.add("grpc upload xferd-go / iperf3 (grpcxfer)", up / ceiling)
+        ctx.add("grpc download xferd-go / iperf3 (grpcxfer)", down / ceiling)
 
 
 def _generator(ctx: Ctx, gen: str, case: str, grpc_addr: str, frame_addr: str) -> float:

@@ -23,6 +23,7 @@ GEN_CPUS = (1,)
 BIN = ROOT / "build" / "bin"
 GHZ = BIN / "ghz"
 XFERLOAD = BIN / "xferload"
+GRPCXFER = BIN / "grpcxfer"
 LOCUST = ROOT / ".venv" / "bin" / "locust"
 PROTO = ("--insecure", "--proto", str(ROOT / "proto/xfer/v1/file_transfer.proto"), "--import-paths", str(ROOT / "proto"))
 GRPC_FILE_MIB = 8  # the gRPC upload: header, 8 chunks of 1 MiB, trailer
@@ -36,7 +37,7 @@ class BenchError(RuntimeError):
 
 def missing() -> list[str]:
     """The tools the cases need that are not there (`make build` brings them all)."""
-    bins = [GHZ, XFERLOAD, LOCUST, *(Path(s.default_binary()) for s in servers.SERVERS.values())]
+    bins = [GHZ, XFERLOAD, GRPCXFER, LOCUST, *(Path(s.default_binary()) for s in servers.SERVERS.values())]
     return [str(b) for b in bins if not b.exists()] + ([] if shutil.which("iperf3") else ["iperf3"])
 
 
@@ -109,6 +110,18 @@ def xferload(addr: str, window_s: float, *args: str) -> dict[str, Any]:
     if sum(r["errors"].values()):
         raise BenchError(f"xferload {' '.join(args)}: errors {r['errors']}")
     return r
+
+
+def grpcxfer(addr: str, window_s: float, method: str) -> float:
+    """MB/s (10^6 B/s) of whole gRPC transfers of GRPC_FILE_MIB files in 1 MiB chunks, 4 streams on one
+    connection, every one checked (size and CRC-32); any failed transfer fails the case."""
+    size = f"{GRPC_FILE_MIB}MiB"
+    args = ["--method", method, "--file-size", size, "--chunk", "1MiB", "--streams", "4"]
+    out = client([str(GRPCXFER), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s)
+    r = json.loads(out[out.index("{") :])
+    if sum(r["errors"].values()):
+        raise BenchError(f"grpcxfer {' '.join(args)}: errors {r['errors']}")
+    return float(r["mb_per_s"])
 
 
 def ghz_inputs(tmp: Path) -> None:

@@ -93,16 +93,16 @@ func (s *Service) receiveChunks(stream xferv1.FileTransfer_UploadServer, id uint
 		if err := ctxErr(stream.Context()); err != nil {
 			return nil, err
 		}
-		msg, buf, err := recvUpload(stream, s.pool)
+		rcv, err := recvUpload(stream, s.pool)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, recvErr(err)
 		}
-		err = s.take(msg, id, &off, &trailer)
-		if buf != nil {
-			buf.Free() // the chunk is in the store now
+		err = s.take(rcv, id, &off, &trailer)
+		if rcv.raw != nil {
+			rcv.raw.Free() // the chunk is in the store now
 		}
 		if err != nil {
 			return nil, err
@@ -116,27 +116,36 @@ func (s *Service) receiveChunks(stream xferv1.FileTransfer_UploadServer, id uint
 
 // take handles one message after the header: a chunk is stored at *off,
 // a trailer kept in *trailer.
-func (s *Service) take(msg *xferv1.UploadRequest, id uint64, off *uint64, trailer **xferv1.UploadTrailer) error {
+func (s *Service) take(rcv received, id uint64, off *uint64, trailer **xferv1.UploadTrailer) error {
 	if *trailer != nil {
 		return errs.New(errs.InvalidArgument, "message after the UploadTrailer")
 	}
-	switch m := msg.Msg.(type) {
-	case *xferv1.UploadRequest_Chunk:
-		if _, err := s.store.Chunk(id, *off, m.Chunk); err != nil {
-			return err
+	pieces := rcv.pieces
+	if rcv.msg != nil {
+		switch m := rcv.msg.Msg.(type) {
+		case *xferv1.UploadRequest_Chunk:
+			pieces = [][]byte{m.Chunk}
+		case *xferv1.UploadRequest_Trailer:
+			if m.Trailer == nil {
+				return errs.New(errs.InvalidArgument, "empty UploadTrailer")
+			}
+			*trailer = m.Trailer
+			return nil
+		case *xferv1.UploadRequest_Header:
+			return errs.New(errs.InvalidArgument, "UploadHeader after the first message")
+		default:
+			return errs.New(errs.InvalidArgument, "UploadRequest with no message set")
 		}
-		s.bytes.Upload(len(m.Chunk))
-		*off += uint64(len(m.Chunk))
-	case *xferv1.UploadRequest_Trailer:
-		if m.Trailer == nil {
-			return errs.New(errs.InvalidArgument, "empty UploadTrailer")
-		}
-		*trailer = m.Trailer
-	case *xferv1.UploadRequest_Header:
-		return errs.New(errs.InvalidArgument, "UploadHeader after the first message")
-	default:
-		return errs.New(errs.InvalidArgument, "UploadRequest with no message set")
 	}
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
+	}
+	if _, err := s.store.Chunk(id, *off, pieces...); err != nil {
+		return err
+	}
+	s.bytes.Upload(n)
+	*off += uint64(n)
 	return nil
 }
 

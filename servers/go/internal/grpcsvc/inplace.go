@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"xferbench/servers/go/gen/xferv1"
+	"xferbench/servers/go/internal/chunkwire"
 	"xferbench/servers/go/internal/errs"
 	"xferbench/servers/go/internal/wirecheck"
 )
@@ -18,48 +19,37 @@ import (
 // the one field a chunk message holds in place. Every other message still
 // goes through wirecheck and proto.
 
-// chunkField is the field number of `bytes chunk` in UploadRequest and
-// DownloadResponse (proto/xfer/v1/file_transfer.proto).
-const chunkField = 2
-
 // encodedMsg is a message already in its wire form; checkedCodec.Marshal
 // hands its buffer to grpc-go as is (grpc-go frees it once written).
 type encodedMsg struct{ data mem.Buffer }
 
-// recvUpload receives one UploadRequest, joining a message that arrived in
-// several buffers into one from pool. A chunk's bytes alias that buffer:
-// the caller frees buf (non-nil only then) once it has stored them.
-func recvUpload(stream grpc.ServerStream, pool mem.BufferPool) (msg *xferv1.UploadRequest, buf mem.Buffer, err error) {
-	var raw rawMsg
-	if err := stream.RecvMsg(&raw); err != nil {
-		return nil, nil, err
-	}
-	whole := raw.materialize(pool)
-	b := whole.ReadOnlyData()
-	if chunk, ok := chunkOnly(b); ok {
-		return &xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: chunk}}, whole, nil
-	}
-	defer whole.Free()
-	msg = &xferv1.UploadRequest{}
-	if err := wirecheck.Unmarshal(b, msg); err != nil {
-		return nil, nil, errs.New(errs.InvalidArgument, "malformed UploadRequest body")
-	}
-	return msg, nil, nil
+// received is one UploadRequest off the stream: decoded (msg), or a chunk
+// left where grpc-go received it, as the pieces of raw's buffers that hold
+// its bytes. The store copies the pieces in order; joining them first, as
+// decoding must, would copy every byte once more.
+type received struct {
+	msg    *xferv1.UploadRequest
+	pieces [][]byte
+	raw    mem.BufferSlice // nil unless pieces is set: free it once they are stored
 }
 
-// chunkOnly returns the chunk when b is exactly one `chunk` field, the form
-// every chunk message has; anything else (other fields, repeats, unknown
-// fields, bad lengths) is left to the full decoder.
-func chunkOnly(b []byte) ([]byte, bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != chunkField || typ != protowire.BytesType {
-		return nil, false
+// recvUpload receives one UploadRequest. A chunk message comes back as
+// pieces; anything else is decoded with the integer checks.
+func recvUpload(stream grpc.ServerStream, pool mem.BufferPool) (received, error) {
+	var raw rawMsg
+	if err := stream.RecvMsg(&raw); err != nil {
+		return received{}, err
 	}
-	v, m := protowire.ConsumeBytes(b[n:])
-	if m < 0 || n+m != len(b) {
-		return nil, false
+	if pieces, ok := chunkwire.Pieces(raw.data); ok {
+		return received{pieces: pieces, raw: raw.data}, nil
 	}
-	return v, true
+	whole := raw.materialize(pool)
+	defer whole.Free()
+	msg := &xferv1.UploadRequest{}
+	if err := wirecheck.Unmarshal(whole.ReadOnlyData(), msg); err != nil {
+		return received{}, errs.New(errs.InvalidArgument, "malformed UploadRequest body")
+	}
+	return received{msg: msg}, nil
 }
 
 // encodeChunk returns the DownloadResponse holding the n-byte chunk that
@@ -67,7 +57,7 @@ func chunkOnly(b []byte) ([]byte, bool) {
 // read where it will be sent from. grpc-go returns the buffer to the pool
 // once the message is written.
 func encodeChunk(pool mem.BufferPool, n int, fill func([]byte) error) (*encodedMsg, error) {
-	tag := protowire.AppendTag(nil, chunkField, protowire.BytesType)
+	tag := protowire.AppendTag(nil, chunkwire.Field, protowire.BytesType)
 	head := protowire.AppendVarint(tag, uint64(n))
 	bp := pool.Get(len(head) + n)
 	copy(*bp, head)

@@ -11,31 +11,6 @@ import (
 	"xferbench/servers/go/gen/xferv1"
 )
 
-func TestChunkOnly(t *testing.T) {
-	data := bytes.Repeat([]byte{1, 2, 3}, 1000)
-	enc, _ := proto.Marshal(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: data}})
-	got, ok := chunkOnly(enc)
-	if !ok || !bytes.Equal(got, data) {
-		t.Fatalf("chunk message: ok=%v, %d bytes; want the %d sent", ok, len(got), len(data))
-	}
-	if &got[0] != &enc[len(enc)-len(data)] {
-		t.Fatal("chunk was copied, want it aliased")
-	}
-	hdr, _ := proto.Marshal(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Header{Header: &xferv1.UploadHeader{Name: "a"}}})
-	for name, b := range map[string][]byte{
-		"header":          hdr,
-		"chunk twice":     append(append([]byte{}, enc...), enc...),
-		"truncated":       enc[:len(enc)-1],
-		"trailing field":  append(append([]byte{}, enc...), 0x08, 0x01),
-		"empty":           {},
-		"chunk as varint": {0x10, 0x05},
-	} {
-		if _, ok := chunkOnly(b); ok {
-			t.Errorf("%s: taken as a lone chunk", name)
-		}
-	}
-}
-
 func TestEncodeChunkDecodes(t *testing.T) {
 	data := bytes.Repeat([]byte{0xAB}, 300000)
 	msg, err := encodeChunk(mem.DefaultBufferPool(), len(data), func(p []byte) error { copy(p, data); return nil })

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
@@ -33,9 +34,8 @@ type memStager struct {
 	chunks    map[uint64][]byte
 }
 
-func (m *memStager) WriteAt(p []byte, off uint64) error {
-	c := make([]byte, len(p))
-	copy(c, p)
+func (m *memStager) WriteAt(pieces [][]byte, off uint64) error {
+	c := bytes.Join(pieces, nil) // one allocation of the chunk's size, owned by the store
 	m.mu.Lock()
 	m.chunks[off/m.chunkSize] = c
 	m.mu.Unlock()

@@ -201,21 +201,28 @@ func (s *Store) lookup(id uint64) (*upload, error) {
 	return u, nil
 }
 
-// Chunk stores one chunk and returns the bytes received so far. data may
-// alias a pooled buffer: it is copied before Chunk returns.
-func (s *Store) Chunk(id, off uint64, data []byte) (uint64, error) {
+// Chunk stores one chunk, given whole or as the pieces it arrived in (a
+// gRPC message spans many receive buffers: storing them in order spares a
+// copy that joins them). It returns the bytes received so far. The pieces
+// may alias pooled buffers: they are copied before Chunk returns.
+func (s *Store) Chunk(id, off uint64, pieces ...[]byte) (uint64, error) {
 	u, err := s.lookup(id)
 	if err != nil {
 		return 0, err
 	}
 	u.touch(s.now())
-	idx, err := u.reserve(off, len(data))
+	n := 0
+	var crc uint32
+	for _, p := range pieces {
+		n += len(p)
+		crc = crc32.Update(crc, crc32.IEEETable, p)
+	}
+	idx, err := u.reserve(off, n)
 	if err != nil {
 		return 0, err
 	}
-	crc := crc32.ChecksumIEEE(data)
-	werr := u.st.WriteAt(data, off)
-	return u.finish(idx, len(data), crc, werr)
+	werr := u.st.WriteAt(pieces, off)
+	return u.finish(idx, n, crc, werr)
 }
 
 // Commit checks completeness and the CRC, then makes the file visible in

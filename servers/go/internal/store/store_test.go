@@ -111,6 +111,35 @@ func TestCommitMakesVisible(t *testing.T) {
 	})
 }
 
+// A chunk given as pieces (a gRPC message's receive buffers, empty ones
+// included) is stored as their concatenation, with its CRC; more pieces than
+// one pwritev takes are written in several calls.
+func TestChunkFromPieces(t *testing.T) {
+	eachStore(t, geometry(), func(t *testing.T, s *Store) {
+		data := pattern(3*4096, 3)
+		id, err := s.Begin("p.bin", uint64(len(data)), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var many [][]byte // 4096 one-byte pieces: four pwritev calls
+		for i := range 4096 {
+			many = append(many, data[i:i+1])
+		}
+		chunks := [][][]byte{many, {nil, data[4096:5000], {}, data[5000:8192], nil}, {data[8192:]}}
+		for i, pieces := range chunks {
+			if _, err := s.Chunk(id, uint64(i*4096), pieces...); err != nil {
+				t.Fatalf("chunk %d: %v", i, err)
+			}
+		}
+		if _, err := s.Commit(id, crc32.ChecksumIEEE(data)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := readAll(t, s, "p.bin"); !bytes.Equal(got, data) {
+			t.Fatal("read back differs from the pieces sent")
+		}
+	})
+}
+
 func TestEmptyFile(t *testing.T) {
 	eachStore(t, limits.Defaults(), func(t *testing.T, s *Store) {
 		id, err := s.Begin("empty", 0, 1)

@@ -11,8 +11,9 @@ import (
 
 // stager holds an upload's bytes until commit.
 type stager interface {
-	// WriteAt stores one chunk; calls for distinct chunks run concurrently.
-	WriteAt(p []byte, off uint64) error
+	// WriteAt stores one chunk, the concatenation of pieces; calls for
+	// distinct chunks run concurrently.
+	WriteAt(pieces [][]byte, off uint64) error
 	// Publish turns the staged bytes into a readable source; the caller
 	// makes it visible under the name.
 	Publish(name string) (source, error)
