@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"xferbench/servers/go/gen/xferv1"
@@ -356,8 +357,8 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, reply any) error {
 	}
 	out, err := c.encodeResponse(cl.clientSeq, EchoMethod(cl.method), errStr, msg)
 	if err == nil {
-		err = c.write(*out)
-		c.cfg.Pool.Put(out)
+		err = c.write(out)
+		c.cfg.Pool.Put(out.buf)
 	}
 	c.cfg.Pool.Put(cl.buf)
 	if errStr == "" && c.cfg.OnWritten != nil {
@@ -378,29 +379,61 @@ func rewriteRPCError(e, method string) string {
 	return e
 }
 
-// encodeResponse builds a whole response frame in a pooled buffer.
-func (c *ServerCodec) encodeResponse(seq uint64, method, errStr string, msg proto.Message) (*[]byte, error) {
+// response is one encoded response frame: buf (pooled) holds all of it, or,
+// for a Read reply whose data is at least inPlaceMin bytes, all but the
+// data, which is written from where the handler left it (a pooled buffer or
+// the memory store itself) between buf[:split] and buf[split:].
+type response struct {
+	buf   *[]byte
+	data  []byte
+	split int
+}
+
+// inPlaceMin is the Read reply size from which writing its data from where
+// it lies (one more iovec) beats copying it into the frame.
+const inPlaceMin = 16 << 10
+
+// encodeResponse builds a response frame. Its bytes are those of the
+// deterministic encoding either way: a ReadResponse is data (field 1), then
+// size and crc32, so its data splits the frame in two.
+func (c *ServerCodec) encodeResponse(seq uint64, method, errStr string, msg proto.Message) (response, error) {
 	opts := proto.MarshalOptions{Deterministic: true}
-	bodyLen := 0
+	var data []byte
+	if r, ok := msg.(*xferv1.ReadResponse); ok && len(r.Data) >= inPlaceMin {
+		data, msg = r.Data, &xferv1.ReadResponse{Size: r.Size, Crc32: r.Crc32}
+	}
+	dataHead := 0
+	if data != nil {
+		dataHead = protowire.SizeTag(readDataField) + protowire.SizeVarint(uint64(len(data)))
+	}
+	rest := 0
 	if msg != nil {
-		bodyLen = opts.Size(msg)
+		rest = opts.Size(msg)
 	}
 	hl := headerSize(method, seq, errStr)
-	out := c.cfg.Pool.Get(prefixLen + hl + bodyLen)
-	b := appendPrefix((*out)[:0], hl, bodyLen)
+	out := c.cfg.Pool.Get(prefixLen + hl + dataHead + rest)
+	b := appendPrefix((*out)[:0], hl, dataHead+len(data)+rest)
 	b = appendHeader(b, method, seq, errStr)
+	if data != nil {
+		b = protowire.AppendTag(b, readDataField, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(len(data)))
+	}
+	split := len(b)
 	if msg != nil {
 		var err error
 		if b, err = opts.MarshalAppend(b, msg); err != nil {
 			c.cfg.Pool.Put(out)
-			return nil, fmt.Errorf("encoding %s reply: %w", typeName(msg), err)
+			return response{}, fmt.Errorf("encoding %s reply: %w", typeName(msg), err)
 		}
 	}
 	*out = b
-	return out, nil
+	return response{buf: out, data: data, split: split}, nil
 }
 
-func (c *ServerCodec) write(b []byte) error {
+// readDataField is `bytes data = 1` in ReadResponse (proto/xfer/v1/frame.proto).
+const readDataField = 1
+
+func (c *ServerCodec) write(r response) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.dead {
@@ -409,13 +442,22 @@ func (c *ServerCodec) write(b []byte) error {
 	if err := c.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
 		return err
 	}
-	if _, err := c.conn.Write(b); err != nil {
+	b := *r.buf
+	n := len(b) + len(r.data)
+	var err error
+	if r.data == nil {
+		_, err = c.conn.Write(b)
+	} else {
+		bufs := net.Buffers{b[:r.split], r.data, b[r.split:]}
+		_, err = bufs.WriteTo(c.conn) // one writev on a TCP connection
+	}
+	if err != nil {
 		// A half-written frame leaves the stream unusable: drop the
 		// connection so the reader stops too.
 		c.dead = true
 		_ = c.conn.Close()
 		c.stop()
-		return fmt.Errorf("writing a %d-byte response: %w", len(b), err)
+		return fmt.Errorf("writing a %d-byte response: %w", n, err)
 	}
 	return nil
 }

@@ -239,3 +239,44 @@ func TestCodecStalledFrameCloses(t *testing.T) {
 		t.Fatal(e)
 	}
 }
+
+// Read replies of 16 KiB and more are written around their data (from the
+// memory store itself, or from a pooled buffer when the read spans two
+// chunks); the bytes on the wire must still be the deterministic encoding.
+func TestCodecReadRepliesAreByteExact(t *testing.T) {
+	addr, _ := testServer(t, limits.DefaultMaxFrame)
+	c := dial(t, addr)
+	data := make([]byte, 4*65536+1000)
+	for i := range data {
+		data[i] = byte(i*7 + i>>9)
+	}
+	var begin xferv1.UploadBeginResponse
+	if e := c.call(1, "Xfer.UploadBegin", &xferv1.UploadBeginRequest{Name: "r.bin", Size: uint64(len(data)), ChunkSize: 65536}, &begin); e != "" {
+		t.Fatal(e)
+	}
+	for i, off := 0, 0; off < len(data); i, off = i+1, off+65536 {
+		chunk := &xferv1.UploadChunkRequest{UploadId: begin.UploadId, Offset: uint64(off), Data: data[off:min(off+65536, len(data))]}
+		if e := c.call(uint64(10+i), "Xfer.UploadChunk", chunk, nil); e != "" {
+			t.Fatal(e)
+		}
+	}
+	crc := crc32.ChecksumIEEE(data)
+	if e := c.call(2, "Xfer.UploadCommit", &xferv1.UploadCommitRequest{UploadId: begin.UploadId, Crc32: crc}, nil); e != "" {
+		t.Fatal(e)
+	}
+	for i, r := range []struct{ off, n int }{
+		{0, 65536},           // one whole chunk: in place from the store
+		{65536 + 100, 20000}, // inside one chunk
+		{60000, 40000},       // across two chunks: a pooled buffer
+		{4 * 65536, 5000},    // the short tail, below the in-place size
+		{100, 16 << 10},      // exactly the in-place size
+	} {
+		c.send(uint64(100+i), "Xfer.Read", &xferv1.ReadRequest{Name: "r.bin", Offset: uint64(r.off), Length: uint32(r.n)})
+		_, _, e, body, ok := c.recv()
+		end := min(r.off+r.n, len(data))
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&xferv1.ReadResponse{Data: data[r.off:end], Size: uint64(len(data)), Crc32: crc})
+		if !ok || e != "" || string(body) != string(want) {
+			t.Fatalf("read %d bytes at %d: err %q, %d body bytes; want the %d of the deterministic encoding", r.n, r.off, e, len(body), len(want))
+		}
+	}
+}

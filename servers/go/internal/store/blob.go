@@ -66,6 +66,23 @@ func (h *Handle) ReadAt(p []byte, off uint64) (int, error) {
 	return n, nil
 }
 
+// viewer is a reader that can hand out its bytes in place (the memory store).
+type viewer interface {
+	view(off uint64, n int) ([]byte, bool)
+}
+
+// View returns the bytes ReadAt would read into a buffer of n, in place and
+// read-only, when the version lives in memory in one piece there; false
+// otherwise (a disk file, generated content, a read across two chunks).
+// off must pass CheckOffset.
+func (h *Handle) View(off uint64, n int) ([]byte, bool) {
+	v, ok := h.r.(viewer)
+	if !ok {
+		return nil, false
+	}
+	return v.view(off, int(min(uint64(n), h.Size-off)))
+}
+
 // Close releases the version.
 func (h *Handle) Close() {
 	if h.r != nil {

@@ -83,6 +83,21 @@ func (m *memSource) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// view returns the n bytes at off in place when one chunk holds them all:
+// a committed version never changes, and the garbage collector keeps it
+// alive while a reply still points into it.
+func (m *memSource) view(off uint64, n int) ([]byte, bool) {
+	i := off / m.chunkSize
+	if i >= uint64(len(m.chunks)) {
+		return nil, false
+	}
+	c := m.chunks[i][off%m.chunkSize:]
+	if n > len(c) {
+		return nil, false
+	}
+	return c[:n:n], true
+}
+
 // open returns the source itself: memory needs no descriptor.
 func (m *memSource) open(string) (reader, error) { return m, nil }
 

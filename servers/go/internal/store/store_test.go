@@ -406,3 +406,34 @@ func TestGenRead(t *testing.T) {
 	_, err = s.Open("missing.bin")
 	wantCode(t, err, errs.NotFound)
 }
+
+// View hands out a memory-store version's bytes in place when one chunk
+// holds them, and nothing otherwise (so the caller copies with ReadAt).
+func TestViewInPlace(t *testing.T) {
+	eachStore(t, geometry(), func(t *testing.T, s *Store) {
+		data := pattern(3*4096+100, 5)
+		id := sendFile(t, s, "v.bin", data, 4096)
+		if _, err := s.Commit(id, crc32.ChecksumIEEE(data)); err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.Open("v.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		for _, r := range []struct {
+			off  uint64
+			n    int
+			want bool
+		}{{0, 4096, true}, {4096 + 10, 100, true}, {3 * 4096, 1000, true}, {4000, 200, false}, {uint64(len(data)), 10, true}} {
+			got, ok := h.View(r.off, r.n)
+			if mem := s.String() == "mem"; mem && ok != r.want || !mem && ok {
+				t.Fatalf("%s: View(%d, %d) ok=%v", s, r.off, r.n, ok)
+			}
+			end := min(int(r.off)+r.n, len(data))
+			if ok && !bytes.Equal(got, data[r.off:end]) {
+				t.Fatalf("View(%d, %d) = %d bytes that differ from the file's", r.off, r.n, len(got))
+			}
+		}
+	})
+}
