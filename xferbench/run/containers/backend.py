@@ -17,6 +17,10 @@ both backends:
 - the container's own figures (`cgroup.figures`) are read at each `sample()` and before it is stopped;
   stopping removes it;
 - every live container is in a registry that `kill_all()` (atexit, the runner's Ctrl-C/SIGTERM path) removes.
+
+One file a little over the project's 400 lines, on purpose: the handle adds itself to that registry when it
+creates a container and leaves it when it removes one, and `kill_all` and `remove_orphans` act on the same
+containers; split apart, each half would reach into the other's state.
 """
 
 from __future__ import annotations

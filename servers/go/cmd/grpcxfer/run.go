@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,6 +17,7 @@ import (
 
 	"xferbench/servers/go/gen/xferv1"
 	"xferbench/servers/go/internal/content"
+	"xferbench/servers/go/internal/rusage"
 )
 
 // Result is the JSON printed at the end of a run.
@@ -94,7 +94,7 @@ func run(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	t := &tally{errors: map[string]uint64{}}
-	cpu0, start := cpuSeconds(), time.Now()
+	cpu0, start := rusage.CPUSeconds(), time.Now()
 	end := start.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	for c := range conns {
@@ -114,7 +114,7 @@ func run(cfg *Config) (*Result, error) {
 		return nil, fmt.Errorf("no %s ended OK in %s: errors %v", cfg.Method, cfg.Duration, t.errors)
 	}
 	return &Result{Method: cfg.Method, Conns: cfg.Conns, Streams: cfg.Streams, Seconds: secs, Calls: t.calls,
-		Bytes: t.bytes, MBPerS: float64(t.bytes) / 1e6 / secs, Errors: t.errors, CPUCores: (cpuSeconds() - cpu0) / secs}, nil
+		Bytes: t.bytes, MBPerS: float64(t.bytes) / 1e6 / secs, Errors: t.errors, CPUCores: (rusage.CPUSeconds() - cpu0) / secs}, nil
 }
 
 // transferFunc returns one whole transfer of the method: an upload of the
@@ -245,14 +245,4 @@ func download(cl xferv1.FileTransferClient, name string, chunk uint32) (uint64, 
 			return 0, checkError("verify_message")
 		}
 	}
-}
-
-// cpuSeconds is this process's user + system CPU time (getrusage).
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
 }

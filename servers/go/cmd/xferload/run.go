@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 	"time"
+
+	"xferbench/servers/go/internal/rusage"
 )
 
 // runOpts are a run's ties to the process: its Prometheus families (nil: none) and a channel that halts
@@ -142,23 +143,13 @@ func cpuAt(t time.Time) func() float64 {
 		mu.Lock()
 		defer mu.Unlock()
 		if !taken {
-			base, taken = cpuSeconds(), true
+			base, taken = rusage.CPUSeconds(), true
 		}
 	}
 	timer := time.AfterFunc(time.Until(t), take)
 	return func() float64 {
 		timer.Stop()
 		take()
-		return cpuSeconds() - base
+		return rusage.CPUSeconds() - base
 	}
-}
-
-// cpuSeconds is this process's user + system CPU time (getrusage).
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
 }
