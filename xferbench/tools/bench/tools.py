@@ -103,25 +103,25 @@ def _listening(port: int) -> bool:
     return False
 
 
-def xferload(addr: str, window_s: float, *args: str) -> dict[str, Any]:
-    """One xferload run (its JSON); any call it counted as an error fails the case."""
-    out = client([str(XFERLOAD), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s)
+def _driver(binary: Path, addr: str, window_s: float, *args: str) -> dict[str, Any]:
+    """One run of a Go load driver (xferload, grpcxfer): its JSON; any call it counted as an error fails the case."""
+    out = client([str(binary), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s)
     r: dict[str, Any] = json.loads(out[out.index("{") :])
     if sum(r["errors"].values()):
-        raise BenchError(f"xferload {' '.join(args)}: errors {r['errors']}")
+        raise BenchError(f"{binary.name} {' '.join(args)}: errors {r['errors']}")
     return r
+
+
+def xferload(addr: str, window_s: float, *args: str) -> dict[str, Any]:
+    """One xferload run (its JSON)."""
+    return _driver(XFERLOAD, addr, window_s, *args)
 
 
 def grpcxfer(addr: str, window_s: float, method: str) -> float:
     """MB/s (10^6 B/s) of whole gRPC transfers of GRPC_FILE_MIB files in 1 MiB chunks, 4 streams on one
-    connection, every one checked (size and CRC-32); any failed transfer fails the case."""
-    size = f"{GRPC_FILE_MIB}MiB"
-    args = ["--method", method, "--file-size", size, "--chunk", "1MiB", "--streams", "4"]
-    out = client([str(GRPCXFER), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s)
-    r = json.loads(out[out.index("{") :])
-    if sum(r["errors"].values()):
-        raise BenchError(f"grpcxfer {' '.join(args)}: errors {r['errors']}")
-    return float(r["mb_per_s"])
+    connection, every one checked (size and CRC-32)."""
+    args = ("--method", method, "--file-size", f"{GRPC_FILE_MIB}MiB", "--chunk", "1MiB", "--streams", "4")
+    return float(_driver(GRPCXFER, addr, window_s, *args)["mb_per_s"])
 
 
 def ghz_inputs(tmp: Path) -> None:

@@ -30,6 +30,14 @@ type chunkSink struct {
 	msg   proto.Message
 }
 
+// take folds chunk bytes into the running CRC-32 and count.
+func (s *chunkSink) take(pieces ...[]byte) {
+	for _, p := range pieces {
+		s.crc = crc32.Update(s.crc, crc32.IEEETable, p)
+		s.bytes += uint64(len(p))
+	}
+}
+
 // codec is the proto codec with the two shortcuts above; any other
 // message goes through proto as usual.
 type codec struct{ encoding.CodecV2 }
@@ -49,10 +57,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.CodecV2.Unmarshal(data, v)
 	}
 	if pieces, ok := chunkwire.Pieces(data); ok {
-		for _, p := range pieces {
-			s.crc = crc32.Update(s.crc, crc32.IEEETable, p)
-			s.bytes += uint64(len(p))
-		}
+		s.take(pieces...)
 		s.chunk = true
 		return nil
 	}

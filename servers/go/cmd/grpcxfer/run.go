@@ -231,8 +231,7 @@ func download(cl xferv1.FileTransferClient, name string, chunk uint32) (uint64, 
 		case *xferv1.DownloadResponse_Header:
 			size = m.Header.GetSize()
 		case *xferv1.DownloadResponse_Chunk:
-			sink.crc = crc32.Update(sink.crc, crc32.IEEETable, m.Chunk)
-			sink.bytes += uint64(len(m.Chunk))
+			sink.take(m.Chunk) // a chunk the codec could not take in place
 		case *xferv1.DownloadResponse_Trailer:
 			switch {
 			case sink.bytes != size:

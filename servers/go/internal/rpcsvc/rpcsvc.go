@@ -94,8 +94,8 @@ func (x *Xfer) UploadAbort(req *xferv1.UploadAbortRequest, _ *xferv1.UploadAbort
 	return x.store.Abort(req.UploadId)
 }
 
-// Read returns one chunk of a file in a pooled buffer, held until the
-// codec has encoded the reply.
+// Read returns one chunk of a file: in place from the memory store, else
+// in a pooled buffer held until the codec has encoded the reply.
 func (x *Xfer) Read(req *xferv1.ReadRequest, resp *xferv1.ReadResponse) error {
 	if err := x.lim.CheckReadLength(req.Length); err != nil {
 		return err
@@ -108,21 +108,21 @@ func (x *Xfer) Read(req *xferv1.ReadRequest, resp *xferv1.ReadResponse) error {
 	if err := h.CheckOffset(req.Offset); err != nil {
 		return err
 	}
-	if data, ok := h.View(req.Offset, int(req.Length)); ok {
-		// The memory store's bytes as they are: the codec writes them out from there (no copy either way).
-		resp.Data, resp.Size, resp.Crc32 = data, h.Size, h.CRC
-		x.bytes.Download(len(data))
-		return nil
+	// The memory store's bytes as they are (the codec writes them out from there); otherwise a pooled buffer
+	// held until the reply is encoded.
+	data, inPlace := h.View(req.Offset, int(req.Length))
+	if !inPlace {
+		buf := x.pool.Get(int(min(uint64(req.Length), h.Size-req.Offset)))
+		n, err := h.ReadAt(*buf, req.Offset)
+		if err != nil {
+			x.pool.Put(buf)
+			return err
+		}
+		data = (*buf)[:n]
+		x.leases.Hold(resp, buf)
 	}
-	buf := x.pool.Get(int(min(uint64(req.Length), h.Size-req.Offset)))
-	n, err := h.ReadAt(*buf, req.Offset)
-	if err != nil {
-		x.pool.Put(buf)
-		return err
-	}
-	resp.Data, resp.Size, resp.Crc32 = (*buf)[:n], h.Size, h.CRC
-	x.leases.Hold(resp, buf)
-	x.bytes.Download(n)
+	resp.Data, resp.Size, resp.Crc32 = data, h.Size, h.CRC
+	x.bytes.Download(len(data))
 	return nil
 }
 

@@ -212,14 +212,16 @@ func (s *Store) Chunk(id, off uint64, pieces ...[]byte) (uint64, error) {
 	}
 	u.touch(s.now())
 	n := 0
-	var crc uint32
 	for _, p := range pieces {
 		n += len(p)
-		crc = crc32.Update(crc, crc32.IEEETable, p)
 	}
 	idx, err := u.reserve(off, n)
 	if err != nil {
 		return 0, err
+	}
+	var crc uint32 // only for a chunk the upload accepts: a refused one costs no pass over its bytes
+	for _, p := range pieces {
+		crc = crc32.Update(crc, crc32.IEEETable, p)
 	}
 	werr := u.st.WriteAt(pieces, off)
 	return u.finish(idx, n, crc, werr)
