@@ -55,8 +55,14 @@ RUNNER_PID_LABEL = "io.xferbench.runner-pid"
 # files vanish with it. "$0" is the server, "$@" its arguments; the count line is OOM_MARK oom_kill=N.
 OOM_MARK = "xferbench-container"
 WRAPPER = (
+    # Traps first: a stop that comes before the server's pid is known is kept. Before the server starts, it
+    # never starts; while it starts, the stop is handed on once its pid is known.
+    "pid=; sig=; code=\n"
+    "trap 'if [ -n \"$pid\" ]; then kill -TERM $pid; else sig=TERM; code=143; fi' TERM\n"
+    "trap 'if [ -n \"$pid\" ]; then kill -INT $pid; else sig=INT; code=130; fi' INT\n"
+    '[ -z "$sig" ] || exit $code\n'
     '"$0" "$@" & pid=$!\n'
-    "trap 'kill -TERM $pid' TERM; trap 'kill -INT $pid' INT\n"
+    '[ -z "$sig" ] || kill -$sig $pid\n'
     "wait $pid; code=$?\n"
     # wait returns early (status > 128) when a trapped signal arrives: wait again for the server's own exit
     "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
