@@ -32,7 +32,7 @@ backend = "docker"
 transport = "grpc"
 users = 2
 spawn_rate = 2
-duration_s = 2
+duration_s = 4
 mix = "echo:1"
 rate = "100"
 """
@@ -69,7 +69,9 @@ def test_a_command_in_the_users_image_is_measured_like_our_servers(
     assert row.server == "command" and row.container and row.container["image"] == images["xferd-go"]
     assert row.container["memory_bytes"] == 256 * MiB and row.container["cpus"] == 1.0
     assert row.ready and row.ready["grpc"].startswith("127.0.0.1:") and "metrics_port=" in row.ready["ports"]
-    # The client's figures, the cgroup's, and the server's own /metrics through the published port.
+    # The client's figures, the cgroup's, and the server's own /metrics through the published port. The two
+    # counts are cut at instants up to a few tenths of a second apart on a loaded machine (175 against 200 in a
+    # 2 s window once): 4 s windows keep that inside the 10%.
     assert row.client_requests and row.client_qps and not row.client_failures
     assert row.ctr_mem_peak_bytes is not None and 0 < row.ctr_mem_peak_bytes < 256 * MiB
     assert row.ctr_cpu_periods and row.ctr_oom_killed is False
