@@ -23,13 +23,14 @@ GRACEFUL = (
 )
 
 
-def _stopped(wrapper: str, *server: str) -> int:
-    """Starts the wrapper on `server`, sends it SIGTERM once the server is up, returns the wrapper's status."""
+def _stopped(wrapper: str, *server: str, stop_on: bytes = b"up\n") -> tuple[int, bytes]:
+    """Starts the wrapper on `server`, sends it SIGTERM once it prints `stop_on` (by default, once the server's
+    handler is in place), returns the wrapper's status and what it printed after that line."""
     p = subprocess.Popen(["/bin/sh", "-c", wrapper, *server], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        assert p.stdout is not None and p.stdout.readline() == b"up\n"  # the server's handler is in place
+        assert p.stdout is not None and p.stdout.readline() == stop_on
         p.send_signal(signal.SIGTERM)
-        return p.wait(timeout=20)
+        return p.wait(timeout=20), p.stdout.read()
     finally:
         if p.poll() is None:
             p.kill()
@@ -41,11 +42,11 @@ def _stopped(wrapper: str, *server: str) -> int:
 @pytest.mark.parametrize("wrapper", [WRAPPER, RACE], ids=["as-is", "race-forced"])
 def test_a_server_that_exits_0_on_sigterm_gives_0(wrapper: str) -> None:
     assert WRAPPER != RACE  # the pause went in
-    assert _stopped(wrapper, sys.executable, "-c", GRACEFUL) == 0
+    assert _stopped(wrapper, sys.executable, "-c", GRACEFUL)[0] == 0
 
 
 def test_a_server_killed_by_sigterm_gives_143() -> None:
-    assert _stopped(RACE, "sh", "-c", "echo up; exec sleep 30") == 128 + signal.SIGTERM
+    assert _stopped(RACE, "sh", "-c", "echo up; exec sleep 30")[0] == 128 + signal.SIGTERM
 
 
 def test_a_server_killed_outright_gives_137_and_one_exiting_gives_its_code() -> None:
@@ -56,16 +57,7 @@ def test_a_server_killed_outright_gives_137_and_one_exiting_gives_its_code() -> 
 
 def test_a_stop_before_the_server_starts_ends_the_wrapper_as_the_signal_would() -> None:
     assert WRAPPER != EARLY  # the pause went in
-    p = subprocess.Popen(["/bin/sh", "-c", EARLY, "sh", "-c", "echo up; exec sleep 30"], stdout=subprocess.PIPE)
-    try:
-        assert p.stdout is not None and p.stdout.readline() == b"armed\n"
-        p.send_signal(signal.SIGTERM)
-        # The wrapper lives on past the signal, then ends as the signal would have, and the server never starts.
-        assert p.wait(timeout=20) == 128 + signal.SIGTERM
-        assert p.stdout.read() == b""
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        if p.stdout is not None:
-            p.stdout.close()
+    status, printed = _stopped(EARLY, "sh", "-c", "echo up; exec sleep 30", stop_on=b"armed\n")
+    # The wrapper lives on past the signal, then ends as the signal would have, and the server never starts.
+    assert status == 128 + signal.SIGTERM
+    assert printed == b""
