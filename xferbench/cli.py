@@ -36,6 +36,20 @@ def _console() -> Console:
     return c
 
 
+# Precision by default: an experiment that compares configurations over enough rounds for an interval adds
+# rounds until its ranked intervals are this narrow, within a budget of as long again as its own rounds took.
+DEFAULT_UNTIL_CI = 0.05
+
+
+def _default_until_ci(exp: config.Experiment, quick: bool) -> float | None:
+    """--until-ci's default: on for a comparison of 3+ repeats; off for a smoke (--quick, fewer repeats), a
+    soak (it ranks nothing) and a run of one configuration (nothing to compare)."""
+    compares = len(exp.cells) >= 2 or exp.aa_cell is not None
+    if quick or exp.soak is not None or exp.repeats < stats.MIN_REPEATS or not compares:
+        return None
+    return DEFAULT_UNTIL_CI
+
+
 def ranked_comparisons(meta: RunMeta, rows: list[RunRow]) -> tuple[str, list[stats.Comparison]]:
     """--until-ci's question after each round, answered by the report's summary: the rank metric and each
     cell's comparison with the baseline on it (sweep.UntilCI.ranked)."""
@@ -138,8 +152,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if run_dir.exists() and any(run_dir.iterdir()):
         return _refuse(err, f"{run_dir} exists and is not empty")
     until = None
-    if args.until_ci is not None:
-        until = sweep.UntilCI(args.until_ci, args.budget, ranked_comparisons)
+    target = args.until_ci if args.until_ci is not None else _default_until_ci(exp, args.quick)
+    if target:
+        until = sweep.UntilCI(target, args.budget, ranked_comparisons)
         if exp.repeats < stats.MIN_REPEATS:
             exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
     res = sweep.sweep(exp, run_dir, source=source, progress=RichProgress(err), until_ci=until)
@@ -213,8 +228,10 @@ def _positive_int(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
-    """'5%' or '0.05' → 0.05."""
+    """'5%' or '0.05' → 0.05; 'off' → 0."""
     t = text.strip()
+    if t.lower() == "off":
+        return 0.0
     try:
         v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
@@ -265,10 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--until-ci",
         type=_fraction,
         metavar="PCT",
-        help="add interleaved rounds until every ranked ratio's 95%% CI is within ±PCT (e.g. 5%%), within --budget",
+        help="add interleaved rounds until every ranked ratio's 95%% CI is within ±PCT, within --budget; default "
+             f"{DEFAULT_UNTIL_CI * 100:.0f}%% for an experiment of {stats.MIN_REPEATS}+ repeats and 2+ configurations "
+             "(not with --quick, nor in a soak); off: the experiment's rounds only",
     )
-    r.add_argument("--budget", type=_duration, default=600.0, metavar="TIME",
-                   help="with --until-ci: the most the whole run may take, e.g. 10m, 90s (default 10m)")
+    r.add_argument("--budget", type=_duration, metavar="TIME",
+                   help="with --until-ci: the most the whole run may take, e.g. 10m, 90s (default: as long again as "
+                        "the experiment's own rounds took)")
     r.set_defaults(fn=cmd_run)
     c = sub.add_parser("compare", help="compare two run directories cell by cell, as benchstat does")
     c.add_argument("run_a")

@@ -145,11 +145,11 @@ def final_table(s: Summary) -> Group:
     for label, text in tables.header(s):
         if label != "Method":  # summary.md and report.html carry the method
             parts.append(Text.assemble((f"{label}: ", "bold"), text))
-    if s.verdicts:
+    if s.table:
         v = Table(title=f"verdicts: each configuration vs the baseline {s.baseline}", show_lines=False)
         for i, col in enumerate(tables.VERDICT_HEAD):
             v.add_column(col, justify="left" if i in (0, 1, 4) else "right", no_wrap=i == 0)
-        for verdict in s.verdicts:
+        for verdict in s.table:
             row = tables.verdict_row(s, verdict)
             style = VERDICT_STYLE.get(verdict.comparison.verdict, "dim")
             v.add_row(*row[:4], f"[{style}]{row[4]}[/]", *row[5:])

@@ -13,7 +13,7 @@ from xferbench.tools.bench import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE_TIMEOUT_S = 180.0
-FIGURE_FIELDS = {"name", "unit", "better", "median", "lo", "hi", "rounds", "busy", "note"}
+FIGURE_FIELDS = {"name", "unit", "better", "median", "lo", "hi", "rounds", "busy", "note", "values", "aa_spread"}
 
 
 def test_smoke_appends_one_whole_record(tmp_path: Path) -> None:
@@ -46,6 +46,7 @@ def test_smoke_appends_one_whole_record(tmp_path: Path) -> None:
             assert math.isfinite(f[k]) and f[k] > 0, f
         assert f["lo"] <= f["median"] <= f["hi"], f
         assert f["rounds"] == 1 and isinstance(f["busy"], bool) and f["better"] in ("higher", "lower")
+        assert f["values"] == [f["median"]] and f["aa_spread"] == 0.0  # one round: itself, no spread
     # Every figure is in the table, a busy one marked so (the console is 160 columns wide off a terminal).
     rows = [r for r in done.stdout.splitlines() if "│" in r]  # the table's rows, not the progress lines
     for f in rec["figures"]:

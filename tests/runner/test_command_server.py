@@ -53,8 +53,8 @@ def test_xferd_go_as_a_command_gets_proc_and_its_own_figures(tmp_path: Path) -> 
     _, row = _sweep(tmp_path, _head("cmd-go", "grpc") + GO)
     assert row.ok, (row.error, row.stderr_tail)
     assert row.cell == "go/grpc" and row.server == "command"
-    assert row.proc_cpu_per_request_s is not None and row.proc_cpu_per_request_s > 0
-    assert row.proc_rss_peak_bytes and row.proc_rss_peak_bytes > 1 << 20
+    assert row.server_cpu_per_op_s is not None and row.server_cpu_per_op_s > 0
+    assert row.rss_peak_bytes and row.rss_peak_bytes > 1 << 20
     assert row.proc_threads_peak and row.proc_fds_peak and row.proc_ctx_switches_per_s is not None
     # Its /metrics scraped like ours: the server's count of the window agrees with the client's. The two are
     # read one after the other at each end of the window, up to tens of milliseconds apart on a busy machine
@@ -65,6 +65,11 @@ def test_xferd_go_as_a_command_gets_proc_and_its_own_figures(tmp_path: Path) -> 
     assert row.gc_pauses is not None and row.heap_inuse_mean_bytes and row.gc_pause_total_s is not None
     assert row.ready and row.ready["grpc"].startswith("127.0.0.1:") and "metrics_port=" in row.ready["ports"]
     assert row.config["command"]["argv"][0].endswith("build/bin/xferd-go")
+    # Its Go setting read back from /proc/PID/environ of every process it runs, and recorded.
+    assert row.ready["go_env"] == "GOGC=200" and row.ready["procs_checked"] == "1", row.ready
+    # Its own process_cpu_seconds_total agrees with its cgroup's clock (a one-process server).
+    assert row.cpu_clock and row.cpu_clock.startswith("cgroup") and row.cpu_requests_from == "server"
+    assert row.cpu_selfreport_ratio is not None and 0.7 < row.cpu_selfreport_ratio < 1.3, row.cpu_selfreport_ratio
 
 
 def test_a_twenty_line_server_of_our_own_gets_proc_figures(tmp_path: Path) -> None:
@@ -80,8 +85,8 @@ PYTHONPATH = "{ROOT}"
     _, row = _sweep(tmp_path, _head("cmd-py", "grpc") + entry)
     assert row.ok, (row.error, row.stderr_tail)
     assert row.client_qps and row.client_qps > 100 and not row.client_failures
-    assert row.proc_cpu_per_request_s and row.proc_cpu_per_request_s > 0
-    assert row.proc_rss_peak_bytes and row.proc_fds_peak and row.proc_threads_peak
+    assert row.server_cpu_per_op_s and row.server_cpu_per_op_s > 0
+    assert row.rss_peak_bytes and row.proc_fds_peak and row.proc_threads_peak
     assert row.server_qps is None  # it exports nothing: no server series, and no failure for it
     assert not any("exited with status" in w for w in row.warnings), row.warnings
 

@@ -34,8 +34,8 @@ def test_bare_echo_runs_to_client_and_proc_figures(tmp_path: Path) -> None:
     # Every echo answered: an Unimplemented call would be a failure here.
     assert row.client_qps and row.client_qps > 0 and row.client_requests
     assert not row.client_failures, row
-    assert row.proc_cpu_per_request_s is not None and row.proc_cpu_per_request_s > 0
-    assert row.proc_rss_peak_bytes and row.proc_rss_peak_bytes > 1 << 20
+    assert row.server_cpu_per_op_s is not None and row.server_cpu_per_op_s > 0
+    assert row.rss_peak_bytes and row.rss_peak_bytes > 1 << 20
     assert row.proc_threads_peak and row.proc_fds_peak
     # No metrics endpoint: no server series, and no warning that they are missing.
     assert row.server_requests is None and row.server_qps is None

@@ -123,7 +123,7 @@ def test_a_users_own_locustfile_runs_under_the_runner(tmp_path: Path) -> None:
     assert row.client_requests and row.client_requests > 0 and not row.client_failures
     assert row.client_p50_s and row.client_p95_s and row.client_p95_s >= row.client_p50_s
     assert row.client_methods is not None and set(row.client_methods) == {"/"}
-    assert row.proc_cpu_per_request_s and row.proc_cpu_per_request_s > 0
+    assert row.server_cpu_per_op_s and row.server_cpu_per_op_s > 0
     # Locust's own statistics of the whole run (no warm-up here) and the server's log agree with the row, but
     # for the calls made before the first scrape or after the last, and those the stop cuts in flight.
     total, csv_total = _locust_totals(next((tmp_path / "run" / "logs").glob("*.locust.log")).with_suffix(""))

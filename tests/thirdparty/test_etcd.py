@@ -89,4 +89,4 @@ def test_a_short_etcd_experiment_ends_in_verdicts_with_go_gc_figures_from_its_me
         assert row["heap_inuse_mean_bytes"] > 1 << 20, row
         assert row["gc_pauses"] is not None and row["gc_pause_total_s"] is not None, row
         assert row["gc_pause_per_request_s"] is not None, row
-        assert row["proc_cpu_per_request_s"] > 0, row
+        assert row["server_cpu_per_op_s"] > 0, row

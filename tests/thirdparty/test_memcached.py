@@ -35,11 +35,11 @@ def test_the_locustfile_counts_what_memcached_counts(memcached: int) -> None:
     assert requests <= served <= requests + USERS, (requests, stats)
 
 
-def test_a_short_memcached_experiment_ends_in_verdicts_with_the_preload_recorded(tmp_path: Path) -> None:
-    # The shipped experiment, cut to two allocators and one round: one duet, jemalloc beside glibc.
+def test_a_short_memcached_experiment_ends_in_cost_verdicts_with_the_preload_recorded(tmp_path: Path) -> None:
+    # The shipped experiment, cut to two allocators (three duets of --quick windows, jemalloc beside glibc): a
+    # server without /metrics, whose CPU per request and RSS come from its process tree alone.
     text = (THIRD_PARTY / "memcached.toml").read_text()
     short = {
-        "repeats = 3": "repeats = 1",
         'alloc = ["glibc", "jemalloc", "tcmalloc", "mimalloc"]': 'alloc = ["glibc", "jemalloc"]',
         'locustfile = "memcached_locustfile.py"': f'locustfile = "{LOCUSTFILE}"',
     }
@@ -48,17 +48,27 @@ def test_a_short_memcached_experiment_ends_in_verdicts_with_the_preload_recorded
         text = text.replace(old, new)
     exp = tmp_path / "memcached.toml"
     exp.write_text(text)
-    r = xferbench_run(str(exp), "--out", str(tmp_path / "run"), timeout=120)
+    r = xferbench_run(str(exp), "--out", str(tmp_path / "run"), timeout=180)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     summary = (tmp_path / "run" / "summary.md").read_text()
     assert "## Verdicts" in summary and "`memcached-jemalloc`" in summary and "`memcached-glibc`" in summary
+    # Ranked by cost, with the paced rate held fixed, and both cost figures judged in every report's table.
+    assert "Ranked by**: server CPU per request: fixed offered load (a paced locustfile)" in summary, summary
+    html = (tmp_path / "run" / "report.html").read_text()
+    for report in (summary, html, r.stdout):
+        verdicts = report[report.index("erdicts"):]
+        for figure in ("server CPU per request", "peak RSS"):
+            assert "memcached-jemalloc" in verdicts and figure in verdicts, (figure, verdicts[:3000])
+    assert "held fixed by the load" in summary and "cgroup v1 cpuacct.usage" in summary, summary
     rows = [json.loads(line) for line in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
     assert {row["cell"] for row in rows} == {"memcached-glibc", "memcached-jemalloc"}
+    assert len(rows) == 6  # three rounds of the duet
     for row in rows:
         assert row["status"] == "ok" and row["client_requests"] > 0 and row["client_failures"] == 0, row
-        assert row["proc_cpu_per_request_s"] > 0, row
-    (jemalloc,) = [row for row in rows if row["cell"] == "memcached-jemalloc"]
+        assert row["server_cpu_per_op_s"] > 0 and row["cpu_requests_from"] == "client", row
+        assert row["rss_peak_bytes"] > 1 << 20 and row["cpu_clock"].startswith("cgroup"), row
+    jemalloc = next(row for row in rows if row["cell"] == "memcached-jemalloc")
     lib = jemalloc["ready"]["alloc_lib"]
     assert Path(lib).name.startswith("libjemalloc.so") and Path(lib).exists(), jemalloc["ready"]
-    (glibc,) = [row for row in rows if row["cell"] == "memcached-glibc"]
+    glibc = next(row for row in rows if row["cell"] == "memcached-glibc")
     assert Path(glibc["ready"]["alloc_lib"]).name.startswith("libc"), glibc["ready"]

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import math
+
+from xferbench.analysis import stats
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.runmeta import RunMeta
 from xferbench.analysis.stats import compare
@@ -100,6 +103,32 @@ def test_until_ci_stops_once_every_ranked_interval_is_narrow() -> None:
     assert until is not None and until.met is True and until.widest is not None and until.widest < 0.05
 
 
+def test_the_default_budget_is_as_long_again_as_the_planned_rounds() -> None:
+    wide = _rows({"a": [1.0, 1.2, 0.9], "b": [1.1, 0.9, 1.2]})
+    meta = RunMeta.from_json(META)
+    default = UntilCI(0.05, budget_s=None, ranked=ranked_comparisons)
+    assert _more_rounds(meta, wide, default, repeat=4, elapsed_s=60, planned_s=60)  # 60 + 20 <= 120
+    assert _more_rounds(meta, wide, default, repeat=7, elapsed_s=110, planned_s=60) is False  # 110 + 18 > 120
+    until = meta.until_ci
+    assert until is not None and until.budget_s == 120 and not until.met
+    # Missed: how many more rounds would likely narrow the widest interval to ±5%, the noise staying as it was.
+    assert until.widest is not None and until.more is not None and until.more > 0
+    need = until.rounds + until.more
+    assert stats.rounds_for(until.widest, until.rounds, 0.05) == need
+
+
+def test_rounds_for_follows_the_t_interval() -> None:
+    assert stats.rounds_for(0.04, 5, 0.05) == 5  # already there
+    assert stats.rounds_for(0.10, 1, 0.05) is None  # no spread known from one round
+    # Half-width ∝ t(n-1)/sqrt(n): from ±10% after 5 rounds, ±5% needs about four times the rounds and a bit less
+    # for the smaller t quantile: computed, then checked against the formula at m and m - 1.
+    m = stats.rounds_for(0.10, 5, 0.05)
+    assert m is not None and 10 < m < 20
+    sd = math.log1p(0.10) * math.sqrt(5) / stats._tq(0.95, 4)
+    assert stats._tq(0.95, m - 1) * sd / math.sqrt(m) <= math.log1p(0.05)
+    assert stats._tq(0.95, m - 2) * sd / math.sqrt(m - 1) > math.log1p(0.05)
+
+
 def test_ci_half_width_reads_a_ratio_interval_on_the_log_scale() -> None:
     c = compare([1.0, 1.1, 0.9, 1.05], [1.1, 1.2, 1.0, 1.12], paired=True)
     w = ci_half_width(c)
@@ -116,6 +145,7 @@ def test_the_report_header_says_whether_until_ci_met_its_target() -> None:
     assert _more_rounds(meta, wide, _until(70), repeat=4, elapsed_s=60) is False
     lines = dict(tables.header(summarize(meta, wide)))
     assert lines["Until CI"].startswith("target ±5% on server CPU per request: not met after 3 rounds")
+    assert "more rounds would likely reach the target" in lines["Until CI"], lines["Until CI"]
 
 
 def test_a_generator_with_no_idle_cpu_is_saturated_whatever_its_own_cpu() -> None:

@@ -26,6 +26,7 @@ NOT_SUMMARISED: dict[str, str] = {
                      "client_failure_rate", "client_users", "server_bytes_per_s", "server_requests",
                      "heap_inuse_mean_bytes", "alloc_resident_peak_bytes"), "kept in runs.jsonl for the reader"),
     "server_errors": "the connections table shows its mean count per run, not a geometric mean",
+    "cpu_selfreport_ratio": "a cross-check of the server's own CPU figure against its cgroup's, warned about per run",
     **dict.fromkeys(("ctr_mem_usage_bytes", "ctr_mem_failcnt", "ctr_oom_kills", "ctr_cpu_periods"),
                     "the container section's own (throttled share, OOM kills)"),
     **dict.fromkeys(("soak_from_s", "soak_window_s", "soak_rss_growth", "soak_heap_growth", "soak_fds_start",

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from xferbench.measure import procfs
+from xferbench.measure import procfs, tree
 
 
 def test_this_process() -> None:
@@ -31,7 +31,7 @@ def test_a_process_that_has_exited_gives_none() -> None:
     assert procfs.status(p.pid) == {}
     assert procfs.rss_bytes({}) is None and procfs.threads({}) is None
     assert procfs.open_fds(p.pid) is None
-    assert procfs.cpu_seconds(p.pid) is None and procfs.sample(p.pid) is None
+    assert procfs.cpu_seconds(p.pid) is None and tree.sample(tree.ProcTree(p.pid)) is None
 
 
 def test_cpu_seconds_of_a_busy_child_is_its_sample_s_and_grows() -> None:
@@ -46,7 +46,7 @@ def test_cpu_seconds_of_a_busy_child_is_its_sample_s_and_grows() -> None:
         while (now := procfs.cpu_seconds(p.pid)) is not None and now < first + 0.5 and time.monotonic() < deadline:
             time.sleep(0.02)  # a poll of the child's reading, not a wait for it
         assert now is not None and now >= first + 0.5, f"{first} -> {now}"
-        s = procfs.sample(p.pid)
+        s = tree.sample(tree.ProcTree(p.pid))
         again = procfs.cpu_seconds(p.pid)
         assert s is not None and again is not None and now <= s.cpu_s <= again
     finally:

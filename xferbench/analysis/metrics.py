@@ -70,8 +70,11 @@ class Metric:
 
 # In the order of summary.csv's columns and of the verdict table's metrics.
 METRICS: tuple[Metric, ...] = (
+    # The server's whole process tree by its cgroup's clock (xferbench/measure/tree.py), over its own count of
+    # requests where it keeps one, else the client's (the row's cpu_requests_from; the report says which).
     Metric("server_cpu_per_request_s", "server CPU per request", "s", "lower", "ranked", "per-unit",
            short="CPU/req", column=True, bar=True),
+    Metric("server_cpu_per_op_s", "server CPU per client operation", "s", "lower", "compared", "per-unit"),
     Metric("server_cpu_per_gib_s", "server CPU per GiB", "s", "lower", "ranked", "per-unit", bar=True),
     Metric("capacity_rps", "capacity at SLO", "req/s", "higher", "ranked", "search", short="capacity", column=True,
            bar=True, resolution=CAPACITY_PRECISION),
@@ -111,11 +114,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("conns_opened_per_s", "client connections opened/s", "/s", "lower", "compared", "rate"),
     Metric("reconnects_per_s", "client reconnects/s", "/s", "lower", "compared", "rate"),
     Metric("time_wait_peak", "TIME_WAIT peak", "", "lower", "compared", "peak"),
-    # /proc/PID of a host process (xferbench/measure/procfs.py): what any server, ours or a command's, is measured by
-    Metric("proc_cpu_per_request_s", "CPU per client request (/proc)", "s", "lower", "compared", "per-unit", bar=True),
-    Metric("proc_cpu_cores", "CPU (/proc)", "cores", "lower", "compared", "rate"),
-    Metric("proc_rss_peak_bytes", "peak RSS (/proc)", "B", "lower", "compared", "peak"),
-    Metric("proc_rss_mean_bytes", "mean RSS (/proc)", "B", "lower", "compared", "mean"),
+    # The server's process tree in /proc (xferbench/measure/tree.py): what any server is measured by
+    Metric("procs_peak", "processes peak", "", "lower", "compared", "peak"),
     Metric("proc_threads_peak", "threads peak", "", "lower", "compared", "peak"),
     Metric("proc_ctx_switches_per_s", "context switches/s", "/s", "lower", "compared", "rate"),
     Metric("proc_page_faults_per_s", "page faults/s", "/s", "lower", "compared", "rate"),

@@ -79,9 +79,16 @@ class RunRow:
     server_cpu_cores: float | None = None
     server_bytes_per_s: float | None = None
     server_requests: float | None = None
+    # What the server cost: its whole process tree by the clock of cpu_clock (its own cgroup, else /proc;
+    # xferbench/measure/tree.py), over its own count of requests where it keeps one (cpu_requests_from: "server"),
+    # else the client's; per client operation always over the client's.
     server_cpu_per_request_s: float | None = None
+    cpu_requests_from: str | None = None
+    server_cpu_per_op_s: float | None = None
     server_cpu_per_gib_s: float | None = None
-    rss_peak_bytes: float | None = None
+    cpu_clock: str | None = None
+    cpu_selfreport_ratio: float | None = None  # the server's own process_cpu_seconds_total over the tree's clock
+    rss_peak_bytes: float | None = None  # the tree's, summed over its processes (else the server's own figure)
     rss_mean_bytes: float | None = None
     gc_pauses: float | None = None
     gc_pause_total_s: float | None = None
@@ -113,11 +120,9 @@ class RunRow:
     reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
     time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
 
-    # --- the measured window: the server process as /proc/PID shows it (xferbench/measure/procfs.py), whatever it exports
-    proc_cpu_cores: float | None = None
-    proc_cpu_per_request_s: float | None = None  # over the client's count of operations
-    proc_rss_peak_bytes: float | None = None
-    proc_rss_mean_bytes: float | None = None
+    # --- the measured window: the server's process tree as /proc shows it (xferbench/measure/tree.py), whatever it
+    # exports; summed over its processes
+    procs_peak: float | None = None
     proc_threads_peak: float | None = None
     proc_ctx_switches_per_s: float | None = None
     proc_page_faults_per_s: float | None = None

@@ -75,6 +75,7 @@ class UntilCIState:
     metric: str
     met: bool
     why: str
+    more: int | None = None  # not met: the further rounds that would likely meet it, the noise staying as it was
 
 
 @dataclass(kw_only=True)
@@ -113,6 +114,8 @@ class RunMeta:
         for key in _LATE:
             if out[key] is None:
                 del out[key]
+        if out.get("until_ci") and out["until_ci"]["more"] is None:
+            del out["until_ci"]["more"]  # written only when the target was missed: older files stay byte for byte
         return {**out, **self.extra}
 
     @classmethod

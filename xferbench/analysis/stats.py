@@ -54,6 +54,7 @@ NO_SPREAD = "no CI (identical ratios: no measure of noise)"
 NOT_POSITIVE = "no CI (values <= 0)"
 NO_DATA = "no data"
 ZERO_BASE = "baseline is zero"
+HELD = "held fixed by the load"  # a figure the experiment fixes by design (QPS under an offered rate), never judged
 DIAGNOSTIC = "diagnostic: no verdict"  # a figure of the instrument (xferbench/analysis/metrics.py), never judged
 
 
@@ -261,3 +262,19 @@ def decide(
         out[i] = replace(c, p=p, verdict=verdict, floor=floor)
     return out
 
+
+
+def rounds_for(half_width: float, n: int, target: float, most: int = 1000) -> int | None:
+    """How many rounds in all would likely narrow a ratio interval of `half_width` (a fraction, as after `n`
+    rounds) to `target`, the noise staying as it was: the half-width is t(m-1) x sd / sqrt(m) on the log scale.
+    None when n < 2 or not within `most`."""
+    if n < 2 or half_width <= 0:
+        return None
+    if half_width <= target:
+        return n
+    sd = math.log1p(half_width) * math.sqrt(n) / _tq(LEVEL, n - 1)
+    want = math.log1p(target)
+    for m in range(n + 1, most + 1):
+        if _tq(LEVEL, m - 1) * sd / math.sqrt(m) <= want:
+            return m
+    return None

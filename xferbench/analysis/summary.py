@@ -4,7 +4,7 @@ round, one Holm family per report, each verdict beside its metric's noise floor 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from xferbench.analysis import runmeta, stats
@@ -34,6 +34,7 @@ class Verdict:
     cell: str
     metric: str
     comparison: stats.Comparison
+    holm: bool = True  # in the report's Holm family; else a compared figure's own interval, or a held figure
 
 
 @dataclass
@@ -45,8 +46,16 @@ class Summary:
     rank_metric: str = "client_qps"
     rank_reason: str = ""
     verdicts: list[Verdict] = field(default_factory=list)  # the Holm family, in table order
+    # Beyond the family, so that every table shows what summary.csv says: each compared figure whose own interval
+    # called it better or worse (unadjusted), and each figure the load held fixed.
+    others: list[Verdict] = field(default_factory=list)
     floors: dict[str, float | None] = field(default_factory=dict)  # metric → noise floor (0.05 = ±5%)
     alpha: float = stats.ALPHA
+
+    @property
+    def table(self) -> list[Verdict]:
+        """The verdict table's rows, in every report: the Holm family, then the others."""
+        return self.verdicts + self.others
 
     def ranked(self, metric: str | None = None) -> list[CellSummary]:
         if self.meta.soak:
@@ -145,13 +154,28 @@ def _cells(meta: RunMeta, rows: list[RunRow]) -> dict[str, CellSummary]:
     return cells
 
 
+# What a fixed offered load holds fixed: every cell serves the rate it is offered, so these say nothing of it.
+HELD_BY_LOAD = ("client_qps", "server_qps", "client_bytes_per_s")
+
+
+def offered(meta: RunMeta) -> bool:
+    """Whether every cell was offered a fixed rate: loadgen's open loop, or a paced user locustfile."""
+    loads = [cfg.get("load") or {} for cfg in meta.cell_configs.values()]
+    return bool(loads) and all(ld.get("mode") == "open" or ld.get("paced") for ld in loads)
+
+
 def rank_metric(meta: RunMeta, rows: list[RunRow]) -> tuple[str, str]:
     """The metric that ranks the cells, and why: client QPS only measures the server in a closed loop whose
     generator kept up; under a fixed offered load every cell serves the same rate, so the server's cost
     per request is what differs."""
-    modes = {(cfg.get("load") or {}).get("mode") for cfg in meta.cell_configs.values()}
+    loads = [cfg.get("load") or {} for cfg in meta.cell_configs.values()]
+    modes = {ld.get("mode") for ld in loads}
     if "capacity" in modes:
         return "capacity_rps", "capacity mode: the highest offered rate each cell served within the SLO"
+    if any(ld.get("paced") for ld in loads) and offered(meta):
+        return "server_cpu_per_request_s", (
+            "fixed offered load (a paced locustfile): every cell served the same rate, so its cost differs"
+        )
     if "open" in modes:
         transports = {(cfg.get("transport")) for cfg in meta.cell_configs.values()}
         if len(transports) > 1:
@@ -210,9 +234,14 @@ def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool | None) -> 
 
 
 def _decide(s: Summary, base: CellSummary) -> None:
-    """One Holm family: every non-baseline cell x every ranked metric with an interval."""
-    metrics = [m for m in RANKED if m in set(s.present_metrics())]
+    """One Holm family: every non-baseline cell x every ranked metric with an interval, but the figures a fixed
+    offered load holds fixed (labelled as such, never judged)."""
+    held = set(HELD_BY_LOAD) if offered(s.meta) else set()
     others = [c for c in s.cells if c.name != base.name]
+    for c in others:
+        for m in held:
+            c.vs_base[m] = replace(c.vs_base[m], verdict=stats.HELD, p=None)
+    metrics = [m for m in RANKED if m in set(s.present_metrics()) and m not in held]
     s.floors = {
         m: stats.noise_floor([c.vs_base[m] for c in others], resolution=BY_NAME[m].resolution) for m in metrics
     }
@@ -226,6 +255,15 @@ def _decide(s: Summary, base: CellSummary) -> None:
     for (c, m), cmp_ in zip(family, decided, strict=True):
         c.vs_base[m] = cmp_
         s.verdicts.append(Verdict(c.name, m, cmp_))
+    present = set(s.present_metrics())
+    for fig in METRICS:
+        for c in others:
+            cmp_ = c.vs_base[fig.name]
+            fixed = cmp_.verdict == stats.HELD and cmp_.has_ci  # a rate of zero (no bytes moved) is not shown
+            if fig.name in present and (
+                fixed or (fig.role == "compared" and cmp_.verdict in (stats.BETTER, stats.WORSE))
+            ):
+                s.others.append(Verdict(c.name, fig.name, cmp_, holm=False))
 
 
 def load(run_dir: Path) -> Summary:

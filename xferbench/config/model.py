@@ -69,6 +69,15 @@ class Load:
     protoset: str | None = None
     locustfile: str | None = None
     processes: int = 1  # Locust processes (--processes N: a master and N workers)
+    # A user locustfile whose users hold a fixed rate themselves (constant_throughput): ranked and paired like an
+    # open-loop load, by cost, since every cell then serves the same rate (userload.py)
+    paced: bool = False
+
+    @property
+    def offered(self) -> bool:
+        """Whether the load offers a fixed rate, whatever a cell can serve: loadgen's open loop, or a paced
+        locustfile. Its rate is then the experiment's choice, never a figure to rank."""
+        return self.mode == "open" or self.paced
 
     @property
     def levels(self) -> tuple[int, ...]:

@@ -218,7 +218,7 @@ def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> 
     modes = {c.load.mode for c in cells}
     pair = len(cells) >= 2 or aa
     if asked is None:
-        return pair and modes == {"open"} and pinning.mode != "none"
+        return pair and all(c.load.offered for c in cells) and pinning.mode != "none"
     if asked and not pair:
         raise ExperimentError("experiment.duet = true: needs a second cell (or aa = true) to run beside the baseline")
     if asked and "capacity" in modes:

@@ -18,7 +18,7 @@ import loadgen
 from loadgen._call_options import parse_calls, templates
 
 CALL_KEYS = ("call", "data", "proto", "import_path", "protoset")  # loadgen's --xfer-<key> options
-OWN_KEYS = ("locustfile", "processes")  # the runner's: not loadgen options
+OWN_KEYS = ("locustfile", "processes", "paced")  # the runner's: not loadgen options
 MAX_PROCESSES = 64
 
 # The host a user locustfile is given (`--host`): a URL, so that Locust's HttpUser takes it as it is and any
@@ -53,6 +53,8 @@ class UserLoad(Protocol):
     def mode(self) -> str | None: ...
     @property
     def steps(self) -> str | None: ...
+    @property
+    def paced(self) -> bool: ...
 
 
 def _absolute(text: str, base: Path) -> str:
@@ -98,6 +100,10 @@ def check_value(key: str, v: Any) -> Any:
         if not Path(v).is_file():
             raise ValueError(f"{v!r}: no such file")
         return v
+    if key == "paced":
+        if not isinstance(v, bool):
+            raise ValueError(f"{v!r}: expected true (your locustfile's users hold a fixed rate) or false")
+        return v
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PROCESSES:
         raise ValueError(f"{v!r}: expected a whole number of Locust processes, 1..{MAX_PROCESSES}")
     return v
@@ -117,6 +123,10 @@ def check(load: UserLoad) -> None:
         _check_call_data(load.call, load.data)
     if load.locustfile:
         _check_locustfile(load)
+    elif load.paced:
+        raise ValueError(
+            "paced = true: says a user locustfile holds its own fixed rate; loadgen's users take load.rate for that"
+        )
 
 
 def _check_call_data(call: str, data: str | None) -> None:
@@ -136,8 +146,9 @@ def _check_locustfile(load: UserLoad) -> None:
         raise ValueError(f"locustfile = {f!r}: runs your own users; load.call runs loadgen's, drop one of them")
     if load.rate or load.mode in ("open", "capacity"):
         raise ValueError(
-            f"locustfile = {f!r}: your users set their own pace (their wait_time); a fixed rate "
-            "is loadgen's; drop load.rate / load.mode"
+            f"locustfile = {f!r}: your users set their own pace (their wait_time), so load.rate and load.mode are "
+            "loadgen's and do not apply: drop them, and set paced = true if your users hold a fixed rate "
+            "(constant_throughput)"
         )
     if load.profile != "steady" or load.steps:
         raise ValueError(f'locustfile = {f!r}: load profiles are loadgen\'s shape; keep profile = "steady"')

@@ -342,3 +342,46 @@ def _nearest(snaps: list[Snapshot], t: float, slack: float = 0.6) -> Snapshot | 
         if abs(s.t - t) <= slack and (best is None or abs(s.t - t) < abs(best.t - t)):
             best = s
     return best
+
+
+# The server's own process_cpu_seconds_total against the tree's clock: it reads /proc/self/stat (10 ms ticks) at
+# its own scrape instants, so it may differ by a few ticks at each end of the window and by this share besides.
+SELF_CPU_TOLERANCE = 0.05
+SELF_CPU_TOLERANCE_S = 0.04
+COST_FIGURES = ("server_cpu_cores", "server_cpu_per_request_s", "cpu_requests_from", "server_cpu_per_op_s",
+                "server_cpu_per_gib_s", "cpu_clock", "cpu_selfreport_ratio")
+
+
+def cost_figures(tree_window: dict[str, Any], measured: dict[str, Any], clock: str) -> dict[str, Any]:
+    """What the server's whole process tree cost over the window (xferbench/measure/tree.py's window figures),
+    by the tree's clock, in place of what the server says of its own process: CPU cores; CPU per request over the
+    server's own count where it keeps one (`measured`'s server_requests), else the client's (`cpu_requests_from`
+    says which); CPU per client operation, always the client's count; CPU per GiB moved; and the server's own
+    process_cpu_seconds_total as a cross-check (`cpu_selfreport_ratio`, warned about when a one-process server
+    disagrees beyond the tolerance). `warnings` lists what the row must say."""
+    out: dict[str, Any] = {k: v for k, v in tree_window.items()
+                           if v is not None and k not in ("server_cpu_s", "server_cpu_span_s")}
+    out["warnings"] = []
+    cpu, span = tree_window.get("server_cpu_s"), tree_window.get("server_cpu_span_s")
+    if cpu is None or not span:
+        return out  # too few samples of the tree: whatever the server reported stands
+    out["cpu_clock"] = clock
+    own = measured.get("server_cpu_cores")
+    out["server_cpu_cores"] = cores = cpu / span
+    by_server = measured.get("server_requests")
+    client = measured.get("client_requests")
+    requests = by_server or client
+    out["cpu_requests_from"] = "server" if by_server else "client" if client else None
+    out["server_cpu_per_request_s"] = cpu / requests if requests else None
+    out["server_cpu_per_op_s"] = cpu / client if client else None
+    rate = measured.get("server_bytes_per_s") or measured.get("client_bytes_per_s")
+    out["server_cpu_per_gib_s"] = cpu / (rate * span / (1 << 30)) if rate else None
+    if own is not None and cores > 0:
+        out["cpu_selfreport_ratio"] = own / cores
+        alone = tree_window.get("procs_peak") == 1
+        off = abs(own - cores) * span
+        if alone and off > SELF_CPU_TOLERANCE_S and abs(own / cores - 1) > SELF_CPU_TOLERANCE:
+            out["warnings"].append(
+                f"the server's own process_cpu_seconds_total says {own:.3f} cores where its {clock} says "
+                f"{cores:.3f}: beyond the {SELF_CPU_TOLERANCE:.0%} tolerance (the {clock} figure is the one used)")
+    return out

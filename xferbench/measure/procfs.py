@@ -1,15 +1,14 @@
-"""What the kernel says a process holds: resident memory, threads and open descriptors, from /proc/PID; its
-CPU time, context switches and page faults too, sampled each tick into the row's proc_* figures.
+"""What the kernel says one process holds: resident memory, threads and open descriptors, its CPU time, context
+switches and page faults, from /proc/PID; the CPUs' idle time and the TCP tables.
 
-Read directly rather than from the server's /metrics, so both servers are measured the same way whichever
-metrics source the run uses; every reader returns None once the process is gone.
+Read directly rather than from the server's /metrics, so every server is measured the same way whichever
+metrics source the run uses (xferbench/measure/tree.py sums them over a server's processes); every reader
+returns None once the process is gone.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from dataclasses import dataclass
 
 
 def pid_alive(pid: int) -> bool:
@@ -71,56 +70,37 @@ def open_fds(pid: int) -> int | None:
         return None
 
 
-# ---- a server's counts each tick, and their figures over a window ------------------------------------------
+# ---- one process's counters (xferbench/measure/tree.py sums them over a server's processes) ----------------
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One reading of /proc/PID: what any server can be measured by, with no help from it."""
-
-    t: float  # wall clock
-    cpu_s: float  # user + system, every thread
-    rss_bytes: int | None
-    threads: int
-    ctx_switches: int  # voluntary + involuntary, of every live thread
-    page_faults: int  # minor + major, every thread
-    fds: int | None
-
-
-def _stat(pid: int) -> list[str] | None:
+def stat(pid: int) -> list[str] | None:
     """/proc/PID/stat's fields after the command name, from the state on (field 3 of proc(5) is [0]); None once
     the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
+            text = f.read()
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()  # the name may hold spaces and parentheses: skip past it
+    fields = text[text.rfind(")") + 2:].split()  # the name may hold spaces and parentheses: skip past it
     return fields if len(fields) >= 22 else None
 
 
-def _cpu_s(fields: list[str]) -> float:
-    """utime + stime (proc(5) fields 14 and 15), every thread, in seconds."""
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_s(fields: list[str], children: bool = False) -> float:
+    """utime + stime (proc(5) fields 14 and 15), every thread, in seconds; with `children`, also the CPU of the
+    children it has waited for (cutime + cstime, fields 16 and 17)."""
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a process so far; None once it is gone."""
-    fields = _stat(pid)
-    return _cpu_s(fields) if fields is not None else None
+    fields = stat(pid)
+    return cpu_s(fields) if fields is not None else None
 
 
-def sample(pid: int) -> Sample | None:
-    """/proc/PID/stat, status and fd now; None once the process is gone."""
-    fields = _stat(pid)
-    if fields is None:
-        return None
-    st = status(pid)
-    return Sample(time.time(), _cpu_s(fields), rss_bytes(st), int(fields[17]),
-                  _switches(pid), int(fields[7]) + int(fields[9]), open_fds(pid))
-
-
-def _switches(pid: int) -> int:
+def switches(pid: int) -> int:
     """Context switches of the live threads: status counts them per thread, so every task's is summed (a thread
     that has ended takes its count along)."""
     total = 0
@@ -133,34 +113,6 @@ def _switches(pid: int) -> int:
         total += sum(int(v) for k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
                      if (v := st.get(k, "")).isdigit())
     return total
-
-
-def window_figures(samples: list[Sample], t_a: float, t_b: float, requests: float | None) -> dict[str, float | None]:
-    """The proc_* figures of the window [t_a, t_b]: CPU cores, CPU per request (the client's count, so it
-    holds for a server that counts nothing), mean RSS, context switches and page faults per second; peaks of
-    RSS, threads and descriptors over every sample (the whole run, as rss_peak_bytes)."""
-    out: dict[str, float | None] = dict.fromkeys(PROC_FIGURES)
-    win = [s for s in samples if t_a - 0.5 <= s.t <= t_b + 0.5]
-    rss = [s.rss_bytes for s in samples if s.rss_bytes is not None]
-    fds = [s.fds for s in samples if s.fds is not None]
-    out["proc_rss_peak_bytes"] = max(rss) if rss else None
-    out["proc_threads_peak"] = max((s.threads for s in samples), default=None)
-    out["proc_fds_peak"] = max(fds) if fds else None
-    if len(win) < 2 or win[-1].t <= win[0].t:
-        return out
-    a, b = win[0], win[-1]
-    dt, cpu = b.t - a.t, b.cpu_s - a.cpu_s
-    out["proc_cpu_cores"] = cpu / dt
-    out["proc_cpu_per_request_s"] = cpu / requests if requests else None
-    win_rss = [s.rss_bytes for s in win if s.rss_bytes is not None]
-    out["proc_rss_mean_bytes"] = sum(win_rss) / len(win_rss) if win_rss else None
-    out["proc_ctx_switches_per_s"] = (b.ctx_switches - a.ctx_switches) / dt
-    out["proc_page_faults_per_s"] = (b.page_faults - a.page_faults) / dt
-    return out
-
-
-PROC_FIGURES = ("proc_cpu_cores", "proc_cpu_per_request_s", "proc_rss_peak_bytes", "proc_rss_mean_bytes",
-                "proc_threads_peak", "proc_ctx_switches_per_s", "proc_page_faults_per_s", "proc_fds_peak")
 
 
 # ---- TCP sockets (/proc/net/tcp, /proc/net/tcp6) ----------------------------------------------------------

@@ -54,10 +54,10 @@ def _header(s: Summary) -> str:
 
 
 def _verdicts(s: Summary) -> str:
-    if not s.verdicts:
+    if not s.table:
         return f"<p class='note'>{h.escape(tables.NO_VERDICTS.capitalize())}.</p>"
     rows = []
-    for v in s.verdicts:
+    for v in s.table:
         t = [h.escape(x) for x in tables.verdict_row(s, v)]
         t[0] = f"<code>{h.escape(v.cell)}</code>" + tables.aa_mark(s, v.cell)
         t[4] = f"<span class='{_cls(v.comparison)}'>{t[4]}</span>"

@@ -106,7 +106,9 @@ def header(s: Summary) -> list[tuple[str, str]]:
             f"target ±{until.target * 100:g}% on {title(until.metric)}: "
             + ("met" if until.met else "not met")
             + f" after {until.rounds} rounds ({until.why})"
-            + (f"; widest interval ±{widest * 100:.1f}%" if widest is not None else ""),
+            + (f"; widest interval ±{widest * 100:.1f}%" if widest is not None else "")
+            + (f"; about {until.more} more round{'s' * (until.more != 1)} would likely reach the target"
+               if until.more else ""),
         ))
     n = n_tested(s)
     n_cells = len({v.cell for v in s.verdicts})
@@ -120,9 +122,35 @@ def header(s: Summary) -> list[tuple[str, str]]:
     elif len(s.verdicts) > n:
         k = len(s.verdicts) - n
         verdicts += f"; {k} without an interval (no data, too few repeats) {'is' if k == 1 else 'are'} listed, untested"
+    if s.others:
+        verdicts += (
+            f"; after them, {len(s.others)} outside the family: figures compared on their own interval (unadjusted, "
+            "listed where it excludes 1) and figures the fixed offered load holds fixed (never judged)"
+        )
     lines.append(("Verdicts", verdicts))
+    cost = cost_text(s)
+    if cost:
+        lines.insert(3, ("Server CPU", cost))
     lines.append(("Method", METHOD))
     return lines
+
+
+def cost_text(s: Summary) -> str | None:
+    """How the runs measured the server's CPU: by which clock, over whose count of requests."""
+    ok = [r for r in s.rows if r.ok]
+    clocks = sorted({r.cpu_clock for r in ok if r.cpu_clock})
+    if not clocks:
+        return None
+    by: dict[str, list[str]] = {}
+    for r in ok:
+        if r.cpu_requests_from:
+            cells = by.setdefault(r.cpu_requests_from, [])
+            if r.cell not in cells:
+                cells.append(r.cell)
+    counts = {"server": "the server's own count", "client": "the client's count of operations"}
+    per = "; ".join(f"{counts[k]} ({', '.join(v)})" if len(by) > 1 else counts[k] for k, v in sorted(by.items()))
+    return (f"the server's whole process tree by {' and '.join(clocks)}"
+            + (f"; CPU per request divides by {per}" if per else ""))
 
 
 def ranking_title(s: Summary) -> str:
@@ -143,6 +171,9 @@ def verdict_row(s: Summary, v: Verdict) -> list[str]:
     c = v.comparison
     f = c.floor if c.floor is not None else s.floors.get(v.metric) if c.ratio is not None else None
     cell = v.cell + aa_mark(s, v.cell)
+    if not v.holm:  # a compared figure's own interval, unadjusted, or a figure the load held fixed
+        return [cell, title(v.metric), fmt.ratio(c), fmt.ratio_ci(c), c.verdict, "-",
+                "-" if c.p is None else f"{fmt.pvalue(c.p)} (unadjusted)"]
     return [cell, title(v.metric), fmt.ratio(c), fmt.ratio_ci(c), c.verdict, fmt.floor(f), fmt.pvalue(c.p)]
 
 
@@ -240,10 +271,10 @@ def _md_verdicts(s: Summary) -> list[str]:
         out = soak_markdown(s)
     else:
         out = [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
-    if s.verdicts:  # never in a soak
+    if s.table:  # never in a soak
         out.append("| " + " | ".join(VERDICT_HEAD) + " |")
         out.append("|---|---|" + "---:|" * 2 + "---|" + "---:|" * 2)
-        for v in s.verdicts:
+        for v in s.table:
             row = verdict_row(s, v)
             row[0] = f"`{v.cell}`" + aa_mark(s, v.cell)
             if v.comparison.verdict in (stats.BETTER, stats.WORSE):

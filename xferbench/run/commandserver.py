@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xferbench.config import Cell, command
+from xferbench.measure import tree
 from xferbench.run.process import POLL_S, Server, ServerStartError, free_port, port_open, spawn
 
 CHECK_EVERY_S = 0.1  # a port or URL is tried at most this often, however much the server prints
@@ -82,11 +83,12 @@ class CommandServer(Server):
     ) -> None:
         self._check = ReadyCheck(ready)
         self._addrs = addrs
-        super().__init__(Path(argv[0]).name, argv, env, log_path=log_path, cpus=cpus, ready_timeout_s=ready.timeout_s)
+        super().__init__(Path(argv[0]).name, argv, env, log_path=log_path, cpus=cpus, ready_timeout_s=ready.timeout_s,
+                         own_cgroup=True)
 
     def _spawn(self, env: dict[str, str], cpus: Sequence[int] | None) -> subprocess.Popen[bytes]:
         # Its output, whichever stream it writes to, is the log, the tail and what ready.log reads.
-        return spawn(self.argv, env=env, cpus=cpus, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return spawn(self.argv, env=env, cpus=cpus, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, group=self.cgroup)
 
     def condition(self) -> str:
         """What must become true, as the error names it."""
@@ -180,20 +182,41 @@ def launch(cell: Cell, env: dict[str, str]) -> Launch:
 
 
 def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> CommandServer:
-    """The cell's command on fresh free ports, up once its ready condition holds (and its preload checked).
-    Raises ServerStartError with its output's tail."""
+    """The cell's command on fresh free ports, up once its ready condition holds, its preload and Go settings
+    checked in every process it runs. Raises ServerStartError with its output's tail."""
     run = launch(cell, cell.server_env())
-    env = {**run.env, **command.runtime_env(cell.flags, run.env)}
-    server = CommandServer(run.argv, env, run.ready, run.addrs, log_path=log_path, cpus=cpus)
-    alloc = cell.flags.get("alloc")
-    if alloc:
-        try:
-            server.ready["alloc"] = alloc
-            server.ready["alloc_lib"] = mapped_allocator(server.pid, alloc)
-        except ServerStartError as e:
-            server.stop()
-            raise ServerStartError(str(e), list(server.tail)) from None
+    runtime = command.runtime_env(cell.flags, run.env)
+    server = CommandServer(run.argv, {**run.env, **runtime}, run.ready, run.addrs, log_path=log_path, cpus=cpus)
+    try:
+        server.ready.update(checked_tree(server.tree.pids(), cell.flags.get("alloc"),
+                                         {k: v for k, v in runtime.items() if k != "LD_PRELOAD"}))
+    except ServerStartError as e:
+        server.stop()
+        raise ServerStartError(str(e), list(server.tail)) from None
     return server
+
+
+def checked_tree(pids: Sequence[int], alloc: str | None, go_env: dict[str, str]) -> dict[str, str]:
+    """The allocator mapped and the Go settings in the environment of every process of the server once ready
+    (a forking server's workers, a wrapper's program): the ready fields that record it. Raises ServerStartError
+    naming the first process where either is missing."""
+    out: dict[str, str] = {"procs_checked": str(len(pids))}
+    for pid in pids:
+        if alloc:
+            out["alloc"] = alloc
+            out["alloc_lib"] = mapped_allocator(pid, alloc)
+        if go_env:
+            env = tree.environ(pid)
+            wrong = {k: (env or {}).get(k) for k, v in go_env.items() if (env or {}).get(k) != v}
+            if wrong and env is not None:
+                raise ServerStartError(
+                    f"process {pid} ({tree.exe(pid)}) of the server does not have the Go settings it was started "
+                    f"with: {', '.join(f'{k}={v!r}' for k, v in wrong.items())} in /proc/{pid}/environ, "
+                    f"{', '.join(f'{k}={go_env[k]!r}' for k in wrong)} expected (did a wrapper clear its environment?)",
+                    [],
+                )
+            out["go_env"] = " ".join(f"{k}={v}" for k, v in sorted(go_env.items()))
+    return out
 
 
 def mapped_allocator(pid: int, alloc: str) -> str:
@@ -212,8 +235,9 @@ def mapped_allocator(pid: int, alloc: str) -> str:
         found = sorted(p for p in mapped if os.path.realpath(p) == want)
     if not found:
         raise ServerStartError(
-            f"alloc = {alloc!r}: {lib or 'libc'} is not mapped in /proc/{pid}/maps once ready: "
-            "the program did not load it (it re-executed without LD_PRELOAD, or is setuid?)",
+            f"alloc = {alloc!r}: {lib or 'libc'} is not mapped in /proc/{pid}/maps ({tree.exe(pid)}, a process of the "
+            "server) once ready: the program did not load it (it re-executed without LD_PRELOAD, or is setuid "
+            "or static?)",
             [],
         )
     return found[0]

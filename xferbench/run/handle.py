@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from xferbench.measure.tree import Tree
+
 
 class ServerHandle(Protocol):
     @property
@@ -23,6 +25,11 @@ class ServerHandle(Protocol):
     @property
     def pid(self) -> int:
         """The server's own process: for a container, the server under its wrapper shell."""
+        ...
+
+    @property
+    def tree(self) -> Tree:
+        """Every process of the server and the clock of their CPU (its own cgroup, a container's, or /proc)."""
         ...
 
     @property

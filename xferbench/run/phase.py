@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 
 from xferbench.config import Load
-from xferbench.measure import figures, procfs, profile, steps
+from xferbench.measure import figures, procfs, profile, steps, tree
 from xferbench.measure.scrape import Snapshot
 from xferbench.run.generators import Generator, generator_class
 from xferbench.run.live import CellFailed, Live, affinity
@@ -40,7 +40,7 @@ class Phase:
     profiler: profile.Started | None = None  # sampling the server's CPU over the measured window
     time_wait: list[int] = field(default_factory=list)  # TIME_WAIT sockets on the server's port, each tick
     gen_ticks: list[steps.Tick] = field(default_factory=list)  # the generator CPUs' idle time at every tick
-    proc: list[procfs.Sample] = field(default_factory=list)  # the server's /proc/PID at every tick
+    proc: list[tree.Sample] = field(default_factory=list)  # the server's whole process tree at every tick
 
 
 def _self_cpu() -> float:
@@ -140,7 +140,7 @@ def _sample(live: Live, phase: Phase, profiled: bool = False) -> None:
         if (tw := procfs.time_wait(tw_ports)) is not None:
             phase.time_wait.append(tw)
         _gen_tick(live, phase)
-        if (proc := procfs.sample(server.pid)) is not None:
+        if (proc := tree.sample(server.tree)) is not None:
             phase.proc.append(proc)
         _tick_sources(live)
         if k == phase.warm_tick:
@@ -214,7 +214,9 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> dict[str, Any
     out.update(figures.client_figures(win_c))
     rq = live.run.cell.command.requests if live.run.cell.command else None  # a command server's own series
     out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out["client_requests"], rq))
-    out.update(procfs.window_figures(phase.proc, t_a, t_b, out["client_requests"]))
+    cost = figures.cost_figures(tree.window_figures(phase.proc, t_a, t_b), out, live.running_server.tree.clock)
+    live.row.warnings += cost.pop("warnings")
+    out.update(cost)
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
     if live.watch is not None and not search_step:
         out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))

@@ -26,6 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from xferbench.measure import cgroup, tree
+from xferbench.measure.cgroup import Cgroup
+
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
 REAP_LIMIT_S = 60.0  # after SIGKILL: see stop()
@@ -36,8 +39,10 @@ _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
 
 
-def _preexec(cpus: Sequence[int] | None, die_with_parent: bool) -> Callable[[], None]:
+def _preexec(cpus: Sequence[int] | None, die_with_parent: bool, group: Cgroup | None) -> Callable[[], None]:
     def fn() -> None:
+        if group is not None:
+            group.enter()  # before exec: the program's first instruction is counted
         if die_with_parent:
             with contextlib.suppress(Exception):
                 libc = ctypes.CDLL(None, use_errno=True)
@@ -57,9 +62,11 @@ def spawn(
     stderr: int | IO[Any] | None = subprocess.PIPE,
     cpus: Sequence[int] | None = None,
     detach: bool = False,
+    group: Cgroup | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Starts a child in its own session. `detach`: a service meant to outlive this process (`xferbench
-    stack up`'s Prometheus): no parent-death signal, and not in the registry that `kill_all` empties."""
+    """Starts a child in its own session (and in `group`, from its first instruction). `detach`: a service meant
+    to outlive this process (`xferbench stack up`'s Prometheus): no parent-death signal, and not in the registry
+    that `kill_all` empties."""
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -68,7 +75,7 @@ def spawn(
         env=env,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=_preexec(cpus, die_with_parent=not detach),
+        preexec_fn=_preexec(cpus, die_with_parent=not detach, group=group),
     )
     if not detach:
         with _live_lock:
@@ -120,6 +127,7 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace_s: floa
 
 
 def kill_all() -> None:
+    """Every child still registered, then every server cgroup this runner made (with what is left in it)."""
     with _live_lock:
         procs = list(_live)
     for p in procs:
@@ -129,6 +137,7 @@ def kill_all() -> None:
             p.wait(timeout=5)
         with _live_lock:
             _live.discard(p)
+    cgroup.destroy_all()
 
 
 atexit.register(kill_all)
@@ -190,6 +199,7 @@ class Server:
         ready_timeout_s: float = READY_TIMEOUT_S,
         tail_lines: int | None = TAIL_LINES,
         ready_word: str | None = None,
+        own_cgroup: bool = False,
     ) -> None:
         self.name = name
         self._ready_word = ready_word or name  # a server's ready line begins with its name unless told otherwise
@@ -202,19 +212,32 @@ class Server:
         if not Path(self.argv[0]).exists():
             self._close_log()
             raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
-        self.proc = self._spawn(env, cpus)
+        # `own_cgroup`: the runner's servers, each measured whole in a group of its own (xferbench/measure/tree.py)
+        self.cgroup = Cgroup.create(name) if own_cgroup else None
+        try:
+            self.proc = self._spawn(env, cpus)
+        except BaseException:
+            self._release()
+            raise
+        self.tree = tree.of_server(self.proc.pid, self.cgroup)
         try:
             self._wait_ready(ready_timeout_s)
         except BaseException:
             stop(self.proc, signal.SIGKILL, 2)
             self._drain_rest()
-            self._close_log()
+            self._release()
             raise
         self._drainer = threading.Thread(target=self._drain, name=f"{name}-stderr", daemon=True)
         self._drainer.start()
 
     def _spawn(self, env: dict[str, str], cpus: Sequence[int] | None) -> subprocess.Popen[bytes]:
-        return spawn(self.argv, env=env, cpus=cpus)
+        return spawn(self.argv, env=env, cpus=cpus, group=self.cgroup)
+
+    def _release(self) -> None:
+        """The log closed and the cgroup removed, with whatever is left in it."""
+        self._close_log()
+        if self.cgroup is not None:
+            self.cgroup.destroy()
 
     @property
     def _pipe(self) -> IO[bytes] | None:
@@ -333,5 +356,5 @@ class Server:
         with contextlib.suppress(Exception):
             if self._pipe:
                 self._pipe.close()
-        self._close_log()
+        self._release()
         return code

@@ -93,6 +93,7 @@ def start_server(live: Live) -> ServerHandle:
             log_path=live.log("server"),
             cpus=exp.pinning.server or None,
             ready_word=servers.get(cell.server).ready_word,
+            own_cgroup=True,
         )
     from xferbench.run.containers.backend import ContainerServer
 

@@ -81,7 +81,7 @@ class UntilCI:
     (half-width, as a fraction), or the next round would not fit in the budget."""
 
     target: float
-    budget_s: float
+    budget_s: float | None  # None: as long again as the experiment's own rounds took
     ranked: Ranked  # the report's summary, passed in by the CLI: the runner sits below the report, never imports it
     max_repeats: int = 50
 
@@ -145,9 +145,11 @@ def sweep(
 def _rounds(s: _Sweeping, meta: RunMeta, until_ci: UntilCI | None) -> bool:
     """The experiment's rounds, then --until-ci's; whether Ctrl-C stopped them."""
     started = time.monotonic()
+    planned_s = 0.0
     for repeat in itertools.count(1):
         if repeat > s.exp.repeats:
-            if not _more_rounds(meta, s.rows, until_ci, repeat, time.monotonic() - started):
+            planned_s = planned_s or time.monotonic() - started
+            if not _more_rounds(meta, s.rows, until_ci, repeat, time.monotonic() - started, planned_s):
                 return False
             s.progress.add_runs(round_runs(s.exp, repeat, len(s.rows)))
         for unit in round_units(s.exp, repeat, len(s.rows)):
@@ -192,22 +194,29 @@ def _meta(exp: Experiment, source: MetricsSource) -> RunMeta:
     )
 
 
-def _more_rounds(meta: RunMeta, rows: list[RunRow], until: UntilCI | None, repeat: int, elapsed_s: float) -> bool:
-    """Whether --until-ci wants another round; records the answer and why in meta.until_ci."""
+def _more_rounds(meta: RunMeta, rows: list[RunRow], until: UntilCI | None, repeat: int, elapsed_s: float,
+                 planned_s: float = 0.0) -> bool:
+    """Whether --until-ci wants another round; records the answer and why in meta.until_ci (with the rounds
+    that would likely have met the target when it stops short)."""
     if until is None:
         return False
     metric, comparisons = until.ranked(meta, rows)
     widths = [ci_half_width(c) for c in comparisons]
     widest = max((w for w in widths if w is not None), default=None)
     per_round = elapsed_s / (repeat - 1)
+    budget_s = until.budget_s if until.budget_s is not None else 2 * planned_s
 
     def stop(met: bool, why: str) -> bool:
-        meta.until_ci = UntilCIState(until.target, until.budget_s, widest, repeat - 1, metric, met, why)
+        need = stats.rounds_for(widest, repeat - 1, until.target) if widest is not None and not met else None
+        meta.until_ci = UntilCIState(until.target, budget_s, widest, repeat - 1, metric, met, why,
+                                     more=need - (repeat - 1) if need is not None else None)
         return False
 
-    if widths and all(w is not None and w <= until.target for w in widths):
+    if not widths:
+        return stop(False, f"no cell has an interval on {metric} to narrow")
+    if all(w is not None and w <= until.target for w in widths):
         return stop(True, "every ranked interval is within the target")
-    if elapsed_s + per_round > until.budget_s or repeat > until.max_repeats:
+    if elapsed_s + per_round > budget_s or repeat > until.max_repeats:
         return stop(
             False,
             "the budget would be exceeded by another round"

@@ -42,7 +42,8 @@ import requests.exceptions
 from docker.models.containers import Container
 
 from xferbench.config import Cell, Limits, servers
-from xferbench.measure import cgroup, procfs
+from xferbench.measure import cgroup, procfs, tree
+from xferbench.measure.tree import Tree
 from xferbench.run import commandserver
 from xferbench.run.containers import LABEL, images
 from xferbench.run.containers.base import ulimits
@@ -249,6 +250,9 @@ class ContainerServer:
         else:
             self.ready = self._published(self.ready)
         self._pid = _child(wrapper_pid) or wrapper_pid  # the server itself, under the wrapper
+        # The container's own cgroup counts the whole tree (the wrapper's shell is a sleeping few hundred KiB).
+        group = cgroup.of_pid(wrapper_pid)
+        self.tree: Tree = tree.of_server(self._pid, group)
 
     def _is_ready(self) -> bool:
         """Our servers: their ready line seen in the log; a command: its condition polled (as on the host)."""

@@ -1,7 +1,9 @@
 """`xferbench bench`: the project's headline figures side by side in one sitting, each a ratio to an anchor
 measured in the same rounds (iperf3, ghz, bare grpc-go, glibc), appended as one JSON line to
-bench/history.jsonl and compared with the previous record of the same machine class.
+bench/history.jsonl and compared with the previous record of the same machine class (or any two records,
+`--compare`).
 
-One concern per module: record (figures, machine, load, history file), compare (what moved beyond its
-spread), render (the terminal table and BENCHMARKS.md's generated section), tools (pinned processes and the
-anchors' drivers), cases (what each figure measures), command (the CLI)."""
+One concern per module: record (figures and their rounds, machine, load, history file), compare (what moved:
+a permutation test over the rounds and each figure's own A/A spread), render (the terminal table and
+BENCHMARKS.md's generated section), tools (pinned processes and the anchors' drivers), cases (what each figure
+measures), command (the CLI)."""

@@ -19,9 +19,10 @@ FILE = "16MiB"  # frame transfers: big enough for many chunks per call sequence,
 FRAME = ("--conns", "2", "--inflight", "4", "--chunk", "1MiB", "--file-size", FILE)
 C_GO = ("xferd-c", "xferd-go")
 ANCHOR = {"mem": "iperf3", "disk": "iperf3 -F"}  # a disk store's ceiling: iperf3's server writing a file
-# Offered rates of the allocator case, in frame calls/s: the server busy for two fifths of its core or more, so
-# its CPU time, counted in 10 ms ticks, resolves a few percent in a half-length window (20 runs a round: the
-# case would otherwise take half the bench), and far below what it can serve.
+# Offered rates of the allocator case, in frame calls/s: the server busy for two fifths of its core or more, and
+# far below what it can serve. Its CPU time is its cgroup's nanosecond clock, so a half-length window (20 runs a
+# round: the case would otherwise take half the bench) is limited by the machine's noise, not by the clock
+# (/proc's 10 ms ticks made every ratio a multiple of a few percent).
 ALLOC_LOAD: dict[str, tuple[str, ...]] = {
     "echo": ("--method", "echo", "--size", "256", "--rate", "6000"),
     "upload": ("--method", "upload", "--chunk", "256KiB", "--file-size", "1MiB", "--rate", "800"),
@@ -196,9 +197,9 @@ def generators(ctx: Ctx, r: int) -> None:
 def _cpu_per_call(srv: process.Server, window_s: float, load: tuple[str, ...]) -> float:
     """Server CPU seconds per frame call the client counted (setup and warm-up calls included: the server did
     them inside the same CPU reading)."""
-    c0 = tools.cpu_seconds(srv.pid)
+    c0 = tools.cpu_seconds(srv)
     out = tools.xferload(srv.addr("frame"), window_s, "--conns", "2", "--inflight", "8", *load)
-    c1 = tools.cpu_seconds(srv.pid)
+    c1 = tools.cpu_seconds(srv)
     calls = int(out["calls"]) + int(out.get("warmup_calls", 0)) + int(out.get("setup_calls", 0))
     if calls <= 0:
         raise tools.BenchError(f"xferload {' '.join(load)} made no calls")

@@ -1,9 +1,11 @@
 """`xferbench bench`: measure every case in alternating rounds, append the record to the history, name what
-moved since the previous record of this machine class; `--markdown` rewrites BENCHMARKS.md's section."""
+moved since the previous record of this machine class; `--markdown` rewrites BENCHMARKS.md's section, and
+`--compare OLD NEW` names what moved between any two records, both without measuring."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import tempfile
 import time
@@ -25,6 +27,7 @@ from xferbench.tools.bench.record import (
     commit,
     load1,
     machine,
+    machine_class,
     previous,
     read,
     utc_now,
@@ -40,7 +43,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the headline figures as ratios to anchors, appended to bench/history.jsonl",
         description=(__doc__ or "").split("\n\n")[0],
     )
-    p.add_argument("--rounds", type=int, default=3, help="rounds, subject and anchor alternating (default 3)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds, subject and anchor alternating (default 5: the fewest with which two records can be compared)",
+    )
     p.add_argument("--window", type=float, default=2.0, help="seconds per measured run (default 2)")
     p.add_argument("--cases", default=",".join(CASES), help=f"comma list of {', '.join(CASES)} (default: all)")
     p.add_argument("--no-run", action="store_true", help="leave out make run's verdict table (3.5 min)")
@@ -50,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--smoke",
         action="store_true",
         help="~20 s: 1 round, 1 s windows, a subset of figures, no run; needs a --history elsewhere",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        help="measure nothing: compare two records of --history and print make bench's closing table. Each is an"
+        " index (0 the oldest, -1 the latest, -2 the one before; at most 3 digits) or a commit prefix of 4 or"
+        " more characters that names one record (two records of one commit: pick by index)",
     )
     p.add_argument(
         "--markdown",
@@ -66,6 +82,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     history_path: Path = args.history.resolve()
     if args.markdown:
         return _markdown(console, history_path)
+    if args.compare:
+        return compare_records(console, history_path, *args.compare)
     if args.smoke:
         if history_path == HISTORY.resolve():
             console.print("[red]--smoke writes a throw-away record: give --history a path other than the committed one")
@@ -135,4 +153,38 @@ def _markdown(console: Console, history_path: Path) -> int:
         return 1
     render.rewrite(BENCHMARKS, full[-1])
     console.print(f"{BENCHMARKS.name}: headline section from {full[-1].commit} ({full[-1].date})")
+    return 0
+
+
+def select(hist: list[Record], key: str) -> Record:
+    """The record `key` names: an index into the history (negative from its end) or a commit prefix that only
+    one record's commit starts with. A short integer is an index: an all-digit commit prefix needs 4 digits."""
+    if re.fullmatch(r"-?\d{1,3}", key):
+        i = int(key)
+        if not -len(hist) <= i < len(hist):
+            raise LookupError(f"index {i} is outside the history's {len(hist)} records")
+        return hist[i]
+    if len(key) < 4:
+        raise LookupError(f"{key!r}: give an index (e.g. -1) or a commit prefix of 4 or more characters")
+    found = [(i, r) for i, r in enumerate(hist) if r.commit.startswith(key)]
+    if len(found) != 1:
+        where = ", ".join(f"{i} ({r.commit}, {r.date})" for i, r in found) or "none"
+        raise LookupError(f"commit prefix {key!r} names {len(found)} records, not one: {where}; give an index")
+    return found[0][1]
+
+
+def compare_records(console: Console, history_path: Path, old_key: str, new_key: str) -> int:
+    """Compares two records of the history as a bench compares itself with its previous record."""
+    hist = read(history_path)
+    try:
+        old, new = select(hist, old_key), select(hist, new_key)
+    except LookupError as e:
+        console.print(f"[red]{history_path}: {e}")
+        return 2
+    if old.mode != new.mode or machine_class(old.machine) != machine_class(new.machine):
+        console.print(
+            f"[yellow]the two records differ in mode ({old.mode}, {new.mode}) or machine class"
+            f" ({machine_class(old.machine)}, {machine_class(new.machine)}): what moved may be the machine"
+        )
+    render.show(console, new, compare.compare(old, new), old)
     return 0

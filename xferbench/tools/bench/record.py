@@ -12,6 +12,7 @@ import platform
 import socket
 import statistics
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,21 @@ class Samples:
         self.max_others = max(self.max_others, others)
 
 
+def aa_spread_of(values: Sequence[float]) -> float:
+    """A figure's own A/A spread: half the range of its rounds on a log scale, as a fraction (0.035 is ±3.5%).
+
+    The rounds of one figure in one record are repeats of one configuration in one sitting, so how far they
+    stray from one another is what this machine does to the figure with nothing changed. The half-range is the
+    radius of their band around its middle: a median that moves less than that between two records stays
+    where a single sitting's rounds already went. It is not robust on purpose: one outlying round is evidence
+    of noise, and it should raise the bar a change has to clear rather than be discounted (a MAD would also be
+    0 whenever 3 of 5 rounds tie). Logs, since figures are ratios: x2 and x0.5 are the same distance. One round
+    measures no spread: 0."""
+    if not values:
+        raise ValueError("no rounds: no A/A spread")
+    return math.exp((math.log(max(values)) - math.log(min(values))) / 2) - 1
+
+
 @dataclass(frozen=True)
 class Figure:
     name: str
@@ -59,10 +75,15 @@ class Figure:
     rounds: int
     busy: bool
     note: str = ""  # e.g. a verdict taken from `xferbench run`
+    # Every round's value in the order measured; empty in records written before they were kept and in the
+    # `run` rows (their spread is a CI from `xferbench run`), which compare then leaves "not comparable".
+    values: tuple[float, ...] = ()
+    aa_spread: float | None = None  # aa_spread_of(values); None where no rounds are kept
 
     @staticmethod
     def of(s: Samples, threshold: float = BUSY_CORES) -> Figure:
-        """The median and min-max of the rounds; busy when others used more than `threshold` cores in a round."""
+        """The median and min-max of the rounds, the rounds themselves and their A/A spread; busy when others
+        used more than `threshold` cores in a round."""
         if not s.values:
             raise ValueError(f"{s.name}: no rounds measured")
         return Figure(
@@ -74,7 +95,14 @@ class Figure:
             max(s.values),
             len(s.values),
             s.max_others > threshold,
+            values=tuple(s.values),
+            aa_spread=aa_spread_of(s.values),
         )
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Figure:
+        """A figure as `to_json` wrote it; fields added since (values, aa_spread) take their defaults in older records."""
+        return Figure(**{**d, "values": tuple(float(v) for v in d.get("values", ()))})
 
 
 @dataclass(frozen=True)
@@ -93,7 +121,7 @@ class Record:
     @staticmethod
     def from_json(line: str) -> Record:
         d = json.loads(line)
-        d["figures"] = [Figure(**f) for f in d["figures"]]
+        d["figures"] = [Figure.from_dict(f) for f in d["figures"]]
         return Record(**d)
 
     def figure(self, name: str) -> Figure | None:
@@ -139,7 +167,7 @@ def machine_class(m: dict[str, Any]) -> tuple[Any, ...]:
 def check_finite(figures: list[Figure]) -> None:
     """A record holds no NaN, infinity or non-positive figure: a broken run is an error, not a number."""
     for f in figures:
-        for v in (f.median, f.lo, f.hi):
+        for v in (f.median, f.lo, f.hi, *f.values):
             if not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{f.name}: {v} is not a finite positive figure")
 

@@ -8,46 +8,65 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from xferbench.tools.bench.compare import BETTER, WORSE, Move
+from xferbench.tools.bench.compare import BETTER, BUSY, FALSE_ALARMS, FEW, MIN_ROUNDS, NO_ROUNDS, WORSE, Move
 from xferbench.tools.bench.record import Figure, Record
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
-STYLE = {BETTER: "green", WORSE: "red"}
+STYLE = {BETTER: "green", WORSE: "red", BUSY: "yellow"}
 
 
 def spread(f: Figure) -> str:
     return f"{f.lo:.3f}-{f.hi:.3f}"
 
 
+def aa(f: Figure) -> str:
+    return "" if f.aa_spread is None else f"±{f.aa_spread:.1%}"
+
+
+def verdict(m: Move) -> str:
+    """The verdict, coloured when it names a change or a busy figure; the old median and the evidence."""
+    word = f"[{STYLE[m.verdict]}]{m.verdict}[/]" if m.verdict in STYLE else m.verdict
+    detail = ", ".join(x for x in (f"was {m.old.median:.3f}" if m.old is not None else "", m.why) if x)
+    return f"{word} ({detail})" if detail else word
+
+
 def table(rec: Record, moves: list[Move], previous: Record | None) -> Table:
     since = f"vs {previous.commit} ({previous.date})" if previous else "vs (no previous record)"
     t = Table(title=f"xferbench bench {rec.commit} {rec.date} — load {rec.load_before:.2f} → {rec.load_after:.2f}")
-    for col in ("figure", "median", "spread (min-max)", "rounds", "busy", "run verdict", since):
+    for col in ("figure", "median", "spread (min-max)", "A/A", "rounds", "busy", "run verdict", since):
         t.add_column(col, justify="left" if col in ("figure", "run verdict", since) else "right")
     for m in moves:
         f = m.new
-        was = f" (was {m.old.median:.3f} [{spread(m.old)}])" if m.old is not None else ""
-        word = m.verdict
-        t.add_row(
-            f.name,
-            f"{f.median:.3f}",
-            spread(f),
-            str(f.rounds),
-            "busy" if f.busy else "",
-            f.note,
-            f"[{STYLE.get(m.verdict, '')}]{word}[/]{was}" if m.verdict in STYLE else word + was,
-        )
+        t.add_row(f.name, f"{f.median:.3f}", spread(f), aa(f), str(f.rounds), "busy" if f.busy else "", f.note, verdict(m))
     return t
+
+
+def tally(moves: list[Move]) -> str:
+    """How many figures got each verdict, and the rule they were held to."""
+    counts: dict[str, int] = {}
+    for m in moves:
+        counts[m.verdict] = counts.get(m.verdict, 0) + 1
+    alpha = next((f" ({m.alpha:.4f})" for m in moves if m.alpha is not None), "")
+    return (
+        ", ".join(f"{n} {v}" for v, n in counts.items())
+        + f"\nmoved: p <= {FALSE_ALARMS:g} / figures tested{alpha} in an exact permutation test over the rounds"
+        f" ({MIN_ROUNDS}+ a side), and medians apart by more than both records' A/A spread; two records with"
+        f" nothing changed name at most {FALSE_ALARMS:g} figures on average"
+    )
 
 
 def show(console: Console, rec: Record, moves: list[Move], previous: Record | None) -> None:
     console.print(table(rec, moves, previous))
     for m in moves:
-        if m.verdict in STYLE and m.old is not None:
+        if m.verdict in (BETTER, WORSE) and m.old is not None:
+            console.print(f"[{STYLE[m.verdict]}]{m.verdict}[/]: {m.name} {m.old.median:.3f} → {m.new.median:.3f} ({m.why})")
+    if previous is not None:
+        console.print(tally(moves))
+        if any(m.verdict in (FEW, NO_ROUNDS) for m in moves):
             console.print(
-                f"[{STYLE[m.verdict]}]{m.verdict}[/]: {m.name} {m.old.median:.3f} → {m.new.median:.3f}"
-                f" (spreads {spread(m.old)} and {spread(m.new)} do not overlap)"
+                f"{FEW!r} and {NO_ROUNDS!r} were not judged: the test needs each figure's rounds kept in both"
+                f" records, {MIN_ROUNDS} or more (--rounds)"
             )
 
 

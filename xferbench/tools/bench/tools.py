@@ -41,19 +41,21 @@ def missing() -> list[str]:
     return [str(b) for b in bins if not b.exists()] + ([] if shutil.which("iperf3") else ["iperf3"])
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a server so far; a server gone mid-figure is the figure's error."""
-    cpu = procfs.cpu_seconds(pid)
+def cpu_seconds(srv: process.Server) -> float:
+    """CPU seconds of a server so far, by its cgroup's clock (nanoseconds; /proc's 10 ms ticks where there is no
+    cgroup); a server gone mid-figure is the figure's error."""
+    cpu = srv.tree.cpu_s()
     if cpu is None:
-        raise BenchError(f"process {pid} is gone: no CPU time to read")
+        raise BenchError(f"{srv.name} (process {srv.pid}) is gone: no CPU time to read")
     return cpu
 
 
 def start(name: str, *args: str) -> process.Server:
-    """A server from the registry on the server CPU, ready when its ready line is read."""
+    """A server from the registry on the server CPU, in a cgroup of its own, ready when its ready line is read."""
     spec = servers.get(name)
     argv = [spec.default_binary(), *spec.port0_flags, *args]
-    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word)
+    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word,
+                          own_cgroup=True)
 
 
 def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT) -> str:

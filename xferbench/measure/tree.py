@@ -1,0 +1,166 @@
+"""A server's whole process tree, however it forks, and the figures of a window over it.
+
+What the runner measures any server by, with no help from it: its CPU from the most precise clock there is, and
+its memory, threads, descriptors, context switches and page faults summed over every process it runs. Two ways
+to know which processes those are:
+
+- **CgroupTree**: the server's own cgroup (xferbench/measure/cgroup.py). CPU is the group's clock in
+  nanoseconds, exited children included; the members are the group's.
+- **ProcTree**: no cgroup to use (none could be made, or XFERBENCH_CGROUP=off). The leader and its live
+  descendants from /proc; CPU is their utime + stime in clock ticks (10 ms), plus the children each has
+  reaped (cutime + cstime). A child whose parent did not wait for it, or that was re-parented away, is lost:
+  the report says which clock a run had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import psutil
+
+from xferbench.measure import procfs
+from xferbench.measure.cgroup import Cgroup
+
+
+class Tree(Protocol):
+    @property
+    def clock(self) -> str:
+        """Where the CPU time comes from, for the report."""
+        ...
+
+    def pids(self) -> list[int]: ...
+
+    def cpu_s(self) -> float | None:
+        """CPU seconds of the whole tree so far; None once it is gone."""
+        ...
+
+
+@dataclass(frozen=True)
+class CgroupTree:
+    cgroup: Cgroup
+
+    @property
+    def clock(self) -> str:
+        return self.cgroup.clock
+
+    def pids(self) -> list[int]:
+        return self.cgroup.pids()
+
+    def cpu_s(self) -> float | None:
+        ns = self.cgroup.cpu_ns()
+        return ns / 1e9 if ns is not None else None
+
+
+@dataclass(frozen=True)
+class ProcTree:
+    root: int
+    clock: str = "/proc process tree (10 ms ticks; live processes and the children they reaped)"
+
+    def pids(self) -> list[int]:
+        try:
+            p = psutil.Process(self.root)
+            return [self.root, *(c.pid for c in p.children(recursive=True))]
+        except psutil.Error:
+            return []
+
+    def cpu_s(self) -> float | None:
+        total, seen = 0.0, False
+        for pid in self.pids():
+            fields = procfs.stat(pid)
+            if fields is not None:
+                seen = True
+                total += procfs.cpu_s(fields, children=True)
+        return total if seen else None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of the whole tree."""
+
+    t: float  # wall clock
+    cpu_s: float  # user + system of every process and thread, by the tree's clock
+    rss_bytes: int  # the sum of the processes' RSS (a page two of them share counts twice, as ps shows it)
+    threads: int
+    ctx_switches: int  # voluntary + involuntary, of every live thread
+    page_faults: int  # minor + major
+    fds: int
+    procs: int
+
+
+def sample(tree: Tree) -> Sample | None:
+    """The tree now; None when no process of it is left."""
+    pids = tree.pids()
+    cpu = tree.cpu_s()
+    if not pids or cpu is None:
+        return None
+    rss = threads = switches = faults = fds = procs = 0
+    for pid in pids:
+        fields = procfs.stat(pid)
+        if fields is None:
+            continue  # exited between the listing and the reading
+        st = procfs.status(pid)
+        procs += 1
+        rss += procfs.rss_bytes(st) or 0
+        threads += int(fields[17])
+        faults += int(fields[7]) + int(fields[9])
+        switches += procfs.switches(pid)
+        fds += procfs.open_fds(pid) or 0
+    if not procs:
+        return None
+    return Sample(time.time(), cpu, rss, threads, switches, faults, fds, procs)
+
+
+# The figures of a window, every one over the whole tree (RunRow fields).
+TREE_FIGURES = ("server_cpu_s", "rss_peak_bytes", "rss_mean_bytes", "proc_threads_peak", "proc_ctx_switches_per_s",
+                "proc_page_faults_per_s", "proc_fds_peak", "procs_peak")
+
+
+def window_figures(samples: list[Sample], t_a: float, t_b: float) -> dict[str, float | None]:
+    """The window [t_a, t_b]: the tree's CPU seconds in it (`server_cpu_s`, over the samples' own span in
+    `server_cpu_span_s`), mean RSS, context switches and page faults per second; peaks of RSS, threads,
+    descriptors and processes over every sample (the whole run)."""
+    out: dict[str, float | None] = dict.fromkeys(TREE_FIGURES)
+    out["rss_peak_bytes"] = max((s.rss_bytes for s in samples), default=None)
+    out["proc_threads_peak"] = max((s.threads for s in samples), default=None)
+    out["proc_fds_peak"] = max((s.fds for s in samples), default=None)
+    out["procs_peak"] = max((s.procs for s in samples), default=None)
+    win = [s for s in samples if t_a - 0.5 <= s.t <= t_b + 0.5]
+    if len(win) < 2 or win[-1].t <= win[0].t:
+        return out
+    a, b = win[0], win[-1]
+    dt = b.t - a.t
+    out["server_cpu_s"] = b.cpu_s - a.cpu_s
+    out["server_cpu_span_s"] = dt
+    out["rss_mean_bytes"] = sum(s.rss_bytes for s in win) / len(win)
+    out["proc_ctx_switches_per_s"] = (b.ctx_switches - a.ctx_switches) / dt
+    out["proc_page_faults_per_s"] = (b.page_faults - a.page_faults) / dt
+    return out
+
+
+def of_server(root: int, cgroup: Cgroup | None) -> Tree:
+    return CgroupTree(cgroup) if cgroup is not None else ProcTree(root)
+
+
+def environ(pid: int) -> dict[str, str] | None:
+    """/proc/PID/environ as a dict (the environment the process started with); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    out = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            out[k.decode(errors="replace")] = v.decode(errors="replace")
+    return out
+
+
+def exe(pid: int) -> str | None:
+    with contextlib.suppress(OSError):
+        return os.readlink(f"/proc/{pid}/exe")
+    return None
