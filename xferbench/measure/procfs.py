@@ -8,6 +8,7 @@ returns None once the process is gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -113,6 +114,27 @@ def switches(pid: int) -> int:
         total += sum(int(v) for k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
                      if (v := st.get(k, "")).isdigit())
     return total
+
+
+def environ(pid: int) -> dict[str, str] | None:
+    """/proc/PID/environ as a dict (the environment the process started with); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    out = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            out[k.decode(errors="replace")] = v.decode(errors="replace")
+    return out
+
+
+def exe(pid: int) -> str | None:
+    with contextlib.suppress(OSError):
+        return os.readlink(f"/proc/{pid}/exe")
+    return None
 
 
 # ---- TCP sockets (/proc/net/tcp, /proc/net/tcp6) ----------------------------------------------------------

@@ -14,8 +14,6 @@ to know which processes those are:
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -144,23 +142,3 @@ def window_figures(samples: list[Sample], t_a: float, t_b: float) -> dict[str, f
 def of_server(root: int, cgroup: Cgroup | None) -> Tree:
     return CgroupTree(cgroup) if cgroup is not None else ProcTree(root)
 
-
-def environ(pid: int) -> dict[str, str] | None:
-    """/proc/PID/environ as a dict (the environment the process started with); None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    out = {}
-    for item in raw.split(b"\0"):
-        k, sep, v = item.partition(b"=")
-        if sep:
-            out[k.decode(errors="replace")] = v.decode(errors="replace")
-    return out
-
-
-def exe(pid: int) -> str | None:
-    with contextlib.suppress(OSError):
-        return os.readlink(f"/proc/{pid}/exe")
-    return None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xferbench.config import Cell, command
-from xferbench.measure import tree
+from xferbench.measure import procfs
 from xferbench.run.process import POLL_S, Server, ServerStartError, free_port, port_open, spawn
 
 CHECK_EVERY_S = 0.1  # a port or URL is tried at most this often, however much the server prints
@@ -206,11 +206,11 @@ def checked_tree(pids: Sequence[int], alloc: str | None, go_env: dict[str, str])
             out["alloc"] = alloc
             out["alloc_lib"] = mapped_allocator(pid, alloc)
         if go_env:
-            env = tree.environ(pid)
+            env = procfs.environ(pid)
             wrong = {k: (env or {}).get(k) for k, v in go_env.items() if (env or {}).get(k) != v}
             if wrong and env is not None:
                 raise ServerStartError(
-                    f"process {pid} ({tree.exe(pid)}) of the server does not have the Go settings it was started "
+                    f"process {pid} ({procfs.exe(pid)}) of the server does not have the Go settings it was started "
                     f"with: {', '.join(f'{k}={v!r}' for k, v in wrong.items())} in /proc/{pid}/environ, "
                     f"{', '.join(f'{k}={go_env[k]!r}' for k in wrong)} expected (did a wrapper clear its environment?)",
                     [],
@@ -235,7 +235,7 @@ def mapped_allocator(pid: int, alloc: str) -> str:
         found = sorted(p for p in mapped if os.path.realpath(p) == want)
     if not found:
         raise ServerStartError(
-            f"alloc = {alloc!r}: {lib or 'libc'} is not mapped in /proc/{pid}/maps ({tree.exe(pid)}, a process of the "
+            f"alloc = {alloc!r}: {lib or 'libc'} is not mapped in /proc/{pid}/maps ({procfs.exe(pid)}, a process of the "
             "server) once ready: the program did not load it (it re-executed without LD_PRELOAD, or is setuid "
             "or static?)",
             [],
