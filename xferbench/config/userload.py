@@ -147,8 +147,8 @@ def _check_locustfile(load: UserLoad) -> None:
     if load.rate or load.mode in ("open", "capacity"):
         raise ValueError(
             f"locustfile = {f!r}: your users set their own pace (their wait_time), so load.rate and load.mode are "
-            "loadgen's and do not apply: drop them, and set paced = true if your users hold a fixed rate "
-            "(constant_throughput)"
+            "loadgen's and do not apply: drop load.rate / load.mode, and set paced = true if your users hold a fixed "
+            "rate (constant_throughput)"
         )
     if load.profile != "steady" or load.steps:
         raise ValueError(f'locustfile = {f!r}: load profiles are loadgen\'s shape; keep profile = "steady"')
