@@ -62,12 +62,27 @@ def _store(ctx: Ctx, store: str, tag: str) -> tuple[str, Path | None]:
     return f"--store=disk:{d}", d
 
 
+def _moved(srv: process.Server, addr: str, window_s: float, *args: str) -> tools.Moved:
+    """One xferload transfer run: its MB/s, and the server's CPU (its cgroup's clock, read around the run) per GiB
+    of every call it answered (warm-up included, as its CPU is)."""
+    c0 = tools.cpu_seconds(srv)
+    out = tools.xferload(addr, window_s, *args)
+    c1 = tools.cpu_seconds(srv)
+    calls = int(out["calls"])
+    if calls <= 0 or not out["bytes"]:
+        raise tools.BenchError(f"xferload {' '.join(args)} moved nothing")
+    gib = float(out["bytes"]) * (calls + int(out.get("warmup_calls", 0))) / calls / (1 << 30)
+    return tools.Moved(float(out["mb_per_s"]), (c1 - c0) / gib)
+
+
 def frame(ctx: Ctx, r: int) -> None:
     """Frame uploads (mem and disk store) and downloads (a stored file, gen: content) of both servers, by
-    xferload, ÷ iperf3 (for the disk store ÷ iperf3 -s -F FILE)."""
+    xferload, ÷ iperf3 (for the disk store ÷ iperf3 -s -F FILE); and for the memory store's uploads and stored
+    downloads, the server's CPU per GiB ÷ iperf3's server CPU per GiB received, the kernel's floor for moving
+    the bytes: on loopback the client and the kernel set the rate, the cost is the server's own."""
     w = ctx.window_s
     stores = ("mem",) if ctx.smoke else ("mem", "disk")
-    ceil: dict[str, float] = {}
+    ceil: dict[str, tools.Moved] = {}
 
     def anchors() -> None:
         ceil["mem"] = tools.iperf3(w)
@@ -76,7 +91,7 @@ def frame(ctx: Ctx, r: int) -> None:
             ceil["disk"] = tools.iperf3(w, out)
             out.unlink(missing_ok=True)
 
-    got: list[tuple[str, float, str]] = []
+    got: list[tuple[str, tools.Moved, str]] = []
     if r % 2:
         anchors()
     for name in ordered(r, C_GO):
@@ -85,26 +100,24 @@ def frame(ctx: Ctx, r: int) -> None:
             srv = tools.start(name, flag)
             try:
                 addr = srv.addr("frame")
-                got.append(
-                    (
-                        f"frame upload {store} {name} / {ANCHOR[store]}",
-                        tools.xferload(addr, w, "--method", "upload", *FRAME)["mb_per_s"],
-                        store,
-                    )
-                )
+                got.append((f"upload {store} {name}", _moved(srv, addr, w, "--method", "upload", *FRAME), store))
                 if store == "mem" and not ctx.smoke:
                     one = tools.xferload(addr, w, "--method", "download", "--max-calls", "1", *FRAME)
                     for what, file in (("stored", one["name"]), ("gen", f"gen:{FILE}:1")):
-                        mbps = tools.xferload(addr, w, "--method", "download", "--name", file, *FRAME)["mb_per_s"]
-                        got.append((f"frame download {what} {name} / iperf3", mbps, "mem"))
+                        moved = _moved(srv, addr, w, "--method", "download", "--name", file, *FRAME)
+                        got.append((f"download {what} {name}", moved, "mem"))
             finally:
                 srv.stop()
                 if d is not None:
                     shutil.rmtree(d, ignore_errors=True)
     if not r % 2:
         anchors()
-    for fig, mbps, store in got:
-        ctx.add(fig, mbps / ceil[store])
+    for what, moved, store in got:
+        ctx.add(f"frame {what} / {ANCHOR[store]}", moved.mb_per_s / ceil[store].mb_per_s)
+    for what, moved, store in got:
+        if store == "mem" and "gen" not in what:
+            ctx.add(f"frame {what} cpu/GiB / iperf3 -s cpu/GiB", moved.cpu_per_gib_s / ceil[store].cpu_per_gib_s,
+                    better="lower")
 
 
 def grpc(ctx: Ctx, r: int) -> None:
@@ -113,7 +126,7 @@ def grpc(ctx: Ctx, r: int) -> None:
     w = ctx.window_s
     echo: dict[str, float] = {}
     up = down = 0.0
-    ceiling = tools.iperf3(w) if r % 2 else 0.0
+    ceiling = tools.iperf3(w).mb_per_s if r % 2 else 0.0
     for name in ordered(r, ("xferd-go", "bare-echo")):
         # The in-memory store where the kind has one (its registry entry's flags): bare-echo stores nothing.
         srv = tools.start(name, *(["--store=mem"] if "store" in servers.get(name).flags else []))
@@ -129,7 +142,7 @@ def grpc(ctx: Ctx, r: int) -> None:
             srv.stop()
     ctx.add("grpc echo xferd-go / bare grpc-go", echo["xferd-go"] / echo["bare-echo"])
     if not ctx.smoke:
-        ceiling = ceiling or tools.iperf3(w)
+        ceiling = ceiling or tools.iperf3(w).mb_per_s
         ctx.add("grpc upload xferd-go / iperf3 (grpcxfer)", up / ceiling)
         ctx.add("grpc download xferd-go / iperf3 (grpcxfer)", down / ceiling)
 
@@ -208,7 +221,7 @@ def _cpu_per_call(srv: process.Server, window_s: float, load: tuple[str, ...]) -
 
 def allocators(ctx: Ctx, r: int) -> None:
     """xferd-c's server CPU per call for Echo, Upload, Download and Meta at fixed offered rates, per
-    allocator, ÷ glibc's in the same round."""
+    allocator, ÷ glibc's in the same round; and xferd-go's with its buffer pool off ÷ on."""
     allocs = ("glibc", "jemalloc") if ctx.smoke else servers.ALLOCATORS
     methods = ("echo",) if ctx.smoke else tuple(ALLOC_LOAD)
     cpu: dict[tuple[str, str], float] = {}
@@ -225,6 +238,22 @@ def allocators(ctx: Ctx, r: int) -> None:
     for alloc in allocs[1:]:
         for m in methods:
             ctx.add(f"xferd-c cpu/call {m} {alloc} / glibc", cpu[alloc, m] / cpu["glibc", m], better="lower")
+    if not ctx.smoke:
+        _pool(ctx, r)
+
+
+def _pool(ctx: Ctx, r: int) -> None:
+    """A known difference, so that the history shows what a real change looks like beside the figures that did
+    not move: xferd-go's server CPU per upload call with its sync.Pool chunk buffers off ÷ on (about 1.5x in
+    quick.toml's duets: every chunk a fresh allocation for the GC to reclaim)."""
+    cpu: dict[str, float] = {}
+    for pool in ordered(r, ("on", "off")):
+        srv = tools.start("xferd-go", "--store=mem", f"--pool={pool}")
+        try:
+            cpu[pool] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD["upload"])
+        finally:
+            srv.stop()
+    ctx.add("xferd-go cpu/call upload pool off / on", cpu["off"] / cpu["on"], better="lower")
 
 
 CASES: dict[str, Callable[[Ctx, int], None]] = {

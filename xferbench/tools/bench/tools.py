@@ -10,12 +10,14 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xferbench.config import servers
 from xferbench.config.files import ROOT
-from xferbench.measure import procfs
+from xferbench.measure import procfs, tree
+from xferbench.measure.cgroup import Cgroup
 from xferbench.run import process
 
 SERVER_CPUS = (0,)
@@ -75,21 +77,39 @@ def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT) -> str:
     return text
 
 
-def iperf3(window_s: float, out_file: Path | None = None) -> float:
-    """Loopback TCP ceiling in MB/s (10^6 B/s), 1 MiB writes; with `out_file` the server writes what it
-    receives there (`iperf3 -s -F FILE`), the ceiling of a disk store."""
+@dataclass(frozen=True)
+class Moved:
+    """What one transfer run gave: its rate, and what the receiving side spent on each GiB of it."""
+
+    mb_per_s: float  # 10^6 B/s
+    cpu_per_gib_s: float  # the receiver's CPU seconds per GiB received, by its cgroup's clock
+
+
+def iperf3(window_s: float, out_file: Path | None = None) -> Moved:
+    """Loopback TCP ceiling in MB/s (10^6 B/s), 1 MiB writes, and iperf3's server CPU per GiB received: the
+    kernel's floor for moving those bytes into a process. With `out_file` the server writes what it receives
+    there (`iperf3 -s -F FILE`), the ceiling of a disk store."""
     port = process.free_port()
     argv = ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)]
     if out_file is not None:
         argv += ["-F", str(out_file)]
-    srv = process.spawn(argv, cpus=SERVER_CPUS, stderr=subprocess.DEVNULL)
+    group = Cgroup.create("iperf3")
+    srv = process.spawn(argv, cpus=SERVER_CPUS, stderr=subprocess.DEVNULL, group=group)
+    clock = tree.of_server(srv.pid, group)
     try:
         # Poll the listening sockets, not a connection: iperf3 -s -1 would take the probe as its one test.
         process.wait_until(lambda: _listening(port), srv, "iperf3 -s", 10.0)
+        c0 = clock.cpu_s() or 0.0
         out = client(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-t", f"{window_s:g}", "-J"], window_s)
+        c1 = clock.cpu_s()  # -s -1 may have ended already: its cgroup keeps the count (/proc's tree does not)
     finally:
         process.stop(srv, grace_s=5)
-    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 8e6
+        if group is not None:
+            group.destroy()
+    received = json.loads(out)["end"]["sum_received"]
+    if c1 is None:
+        raise BenchError("iperf3 -s: no CPU time to read (no cgroup, and the process is gone)")
+    return Moved(float(received["bits_per_second"]) / 8e6, (c1 - c0) / (float(received["bytes"]) / (1 << 30)))
 
 
 def _listening(port: int) -> bool:
