@@ -23,6 +23,7 @@ ANCHOR = {"mem": "iperf3", "disk": "iperf3 -F"}  # a disk store's ceiling: iperf
 # far below what it can serve. Its CPU time is its cgroup's nanosecond clock, so a half-length window (20 runs a
 # round: the case would otherwise take half the bench) is limited by the machine's noise, not by the clock
 # (/proc's 10 ms ticks made every ratio a multiple of a few percent).
+WARM_S = 0.3  # each method's unmeasured run on a fresh server (_warm)
 ALLOC_LOAD: dict[str, tuple[str, ...]] = {
     "echo": ("--method", "echo", "--size", "256", "--rate", "6000"),
     "upload": ("--method", "upload", "--chunk", "256KiB", "--file-size", "1MiB", "--rate", "800"),
@@ -219,6 +220,13 @@ def _cpu_per_call(srv: process.Server, window_s: float, load: tuple[str, ...]) -
     return (c1 - c0) / calls
 
 
+def _warm(srv: process.Server, methods: tuple[str, ...]) -> None:
+    """Each method once, unmeasured, on a fresh server: the allocator's first arenas, page faults and caches are
+    paid here rather than in the first method's window, which they made the noisiest figure of the case."""
+    for m in methods:
+        tools.xferload(srv.addr("frame"), WARM_S, "--conns", "2", "--inflight", "8", *ALLOC_LOAD[m])
+
+
 def allocators(ctx: Ctx, r: int) -> None:
     """xferd-c's server CPU per call for Echo, Upload, Download and Meta at fixed offered rates, per
     allocator, ÷ glibc's in the same round; and xferd-go's with its buffer pool off ÷ on."""
@@ -231,6 +239,7 @@ def allocators(ctx: Ctx, r: int) -> None:
             # The server says which allocator it found; a silent fallback to glibc would compare glibc with itself.
             if srv.ready.get("alloc") != alloc:
                 raise tools.BenchError(f"xferd-c --alloc={alloc} is ready with {srv.ready_line!r}")
+            _warm(srv, methods)
             for m in methods:
                 cpu[alloc, m] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD[m])
         finally:
@@ -250,6 +259,7 @@ def _pool(ctx: Ctx, r: int) -> None:
     for pool in ordered(r, ("on", "off")):
         srv = tools.start("xferd-go", "--store=mem", f"--pool={pool}")
         try:
+            _warm(srv, ("upload",))
             cpu[pool] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD["upload"])
         finally:
             srv.stop()
