@@ -60,6 +60,7 @@ def test_a_short_memcached_experiment_ends_in_cost_verdicts_with_the_preload_rec
         for figure in ("server CPU per request", "peak RSS"):
             assert "memcached-jemalloc" in verdicts and figure in verdicts, (figure, verdicts[:3000])
     assert "held fixed by the load" in summary and "cgroup v1 cpuacct.usage" in summary, summary
+    assert "0 B/s" not in summary and "client bytes/s" not in summary  # a load that counts no bytes
     rows = [json.loads(line) for line in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
     assert {row["cell"] for row in rows} == {"memcached-glibc", "memcached-jemalloc"}
     assert len(rows) == 6  # three rounds of the duet

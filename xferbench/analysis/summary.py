@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from xferbench.analysis import runmeta, stats
-from xferbench.analysis.metrics import BY_NAME, GEN_SATURATED_CORES, METRICS, RANKED
+from xferbench.analysis.metrics import BY_NAME, GEN_SATURATED_CORES, METRICS, RANKED, Metric
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.runmeta import RunMeta, RunMetaError
 
@@ -72,11 +72,14 @@ class Summary:
         return sorted(self.cells, key=key)
 
     def present_metrics(self) -> list[str]:
-        """Metrics with at least one value in some cell (a Go-only sweep has no allocator columns...)."""
-        return [
-            m.name for m in METRICS
-            if any(c.est.get(m.name) is not None and c.est[m.name].center is not None for c in self.cells)
-        ]
+        """Metrics with at least one value in some cell (a Go-only sweep has no allocator columns...); a byte rate
+        that is zero everywhere does not apply (a load that counts no bytes: a user's locustfile, Echo)."""
+        def present(m: Metric) -> bool:
+            centers = [c.est[m.name].center for c in self.cells if c.est.get(m.name) is not None]
+            seen = [x for x in centers if x is not None]
+            return bool(seen) and (m.unit != "B/s" or any(seen))
+
+        return [m.name for m in METRICS if present(m)]
 
     @property
     def aa_cell(self) -> str | None:

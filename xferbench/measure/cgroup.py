@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xferbench.measure import procfs
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "xferbench-"
 V2 = ""  # the controller key of the unified hierarchy
@@ -218,20 +220,10 @@ def sweep_orphans() -> list[Path]:
     for ctl, parent in where:
         for d in parent.glob(f"{PREFIX}*"):
             owner = d.name[len(PREFIX):].split("-", 1)[0]
-            if owner.isdigit() and not _alive(int(owner)):
+            if owner.isdigit() and not procfs.pid_alive(int(owner)):
                 Cgroup(((ctl, d),)).destroy()
                 gone.append(d)
     return gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def of_pid(pid: int) -> Cgroup | None:

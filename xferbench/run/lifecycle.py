@@ -6,6 +6,7 @@ with the stderr tail; Ctrl-C (or SIGTERM) is raised on."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,6 +131,12 @@ def collect(live: Live) -> None:
     live.row.warnings += warnings(live.row, live.run.cell)
 
 
+# How a user's server stopped by the runner's SIGTERM may end without anything to warn of: exit 0, or ended by
+# the signal itself (a program with no handler for it, a Python server among them: -15; a shell reports 143).
+# Ours drain and exit 0 (proto/PROTOCOL.md), so anything else from them is still a warning.
+STOPPED_CLEANLY = (0, None, -signal.SIGTERM, 128 + signal.SIGTERM)
+
+
 def stop(live: Live) -> None:
     """Stops what start() started: the proxy, then the server (the row learns how it exited, and a
     container's own figures, also when the run failed: that is when they matter most), then releases the
@@ -138,7 +145,8 @@ def stop(live: Live) -> None:
         live.proxy.stop()
     if live.server is not None:
         code = live.server.stop()
-        if live.row.ok and code not in (0, None):
+        clean = STOPPED_CLEANLY if live.run.cell.command is not None else (0, None)
+        if live.row.ok and code not in clean:
             live.row.warnings.append(f"{live.run.cell.server} exited with status {code} on SIGTERM")
         live.row.set_figures(live.server.row_figures())
     if live.begun:
