@@ -14,12 +14,12 @@ APT_PACKAGES=(
   valgrind
   prometheus
   linux-perf
-  etcd-server memcached
+  etcd-server memcached nginx
   iperf3
 )
 # Debian's packages that start (and enable) a system service on a fixed port; tests and experiments start
 # their own instances on free ports, so bootstrap stops and disables these.
-SERVICES=(prometheus etcd memcached)
+SERVICES=(prometheus etcd memcached nginx)
 GO_MIN_MINOR=25
 # Toxiproxy puts latency, bandwidth limits and cut connections between Locust/py_client and a server
 # (tests/fault, an experiment's [network] table). Built from source with the Go toolchain: the module proxy
@@ -58,7 +58,7 @@ install_apt() {
   quiet_services
 }
 
-# A package's service left running would hold its port (:9090, :2379, :11211) and memory during every run;
+# A package's service left running would hold its port (:9090, :2379, :11211, :80) and memory during every run;
 # enabled, it would come back at the next boot.
 quiet_services() {
   command -v systemctl >/dev/null || return 0

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
+
+# Before anything imports grpc: its fork handlers can deadlock a later fork (subprocess.Popen hanging inside
+# grpc's prefork handler, grpc/grpc#37259), and every test forks servers after using gRPC channels in-process.
+# The suite only ever forks to exec, which needs no fork support.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import pytest
 

@@ -134,6 +134,18 @@ def _run_exit_status(res: SweepResult, run_dir: Path) -> int:
     return 1 if len(failed) == len(res.rows) else EXIT_SOME_RUNS_FAILED
 
 
+def _probe(exp: config.Experiment) -> str | None:
+    """What every run of a cell would fail on (xferbench/run/preflight.py), found before the first run: the
+    refusal's text, or None."""
+    from xferbench.run import preflight
+
+    try:
+        preflight.check(exp)
+    except preflight.PreflightError as e:
+        return f"{e} (no run was started; --no-probe skips this check)"
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from xferbench.progress import RichProgress
     from xferbench.run import sweep
@@ -151,6 +163,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else Path(args.results) / f"{sweep.utc_stamp()}-{exp.name}"
     if run_dir.exists() and any(run_dir.iterdir()):
         return _refuse(err, f"{run_dir} exists and is not empty")
+    if not args.no_probe and (refusal := _probe(exp)):
+        return _refuse(err, refusal)
     until = None
     target = args.until_ci if args.until_ci is not None else _default_until_ci(exp, args.quick)
     if target:
@@ -276,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=config.BACKENDS,
                    help="process: servers as host processes; docker: each in a container (as [experiment] backend)")
     r.add_argument("--quick", action="store_true", help="short durations (CI): 1 s warm-up, 3 s measured")
+    r.add_argument("--no-probe", action="store_true",
+                   help="skip the check before the first run of each [load] call's methods, a user locustfile and a "
+                        "command server's placeholder ports")
     r.add_argument("--profile", action="store_true",
                    help="sample the server's CPU in each measured window (as [experiment] profile = true)")
     r.add_argument(

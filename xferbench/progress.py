@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from xferbench.analysis import stats
+from xferbench.analysis import failure, stats
 from xferbench.analysis.metrics import BY_NAME
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.summary import Summary
@@ -113,7 +113,7 @@ class RichProgress(NullProgress):
                 msg += f"\n    soak: {soak.text(row)}: {row.soak_verdict} {'; '.join(row.soak_flags or [])}"
             style = "green"
         else:
-            msg = f"{run.cell.name} r{run.repeat}: {row.status.upper()}: {row.error}"
+            msg = f"{run.cell.name} r{run.repeat}: {row.status.upper()}: {failure.text(row)}"
             style = "red"
         for w in row.warnings:
             msg += f"\n    ⚠ {w}"
@@ -172,6 +172,7 @@ def final_table(s: Summary) -> Group:
         cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
         t.add_row(c.name, runs, vals[0], cmp_, *vals[1:])
     parts.append(t)
+    parts += failure_lines(s)
     parts += soak_lines(s)
     parts += stress_table(s)
     return Group(*parts)
@@ -191,6 +192,20 @@ def stress_table(s: Summary) -> list[Table]:
             row[-1] = f"[red]{row[-1]}[/]"
         t.add_row(*row)
     return [t]
+
+
+def failure_lines(s: Summary) -> list[Text]:
+    """Under the table, why runs failed: one line per cell and reason (the first run's text: errors differ in
+    ports and pids), with the rounds it ended."""
+    seen: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for r in s.rows:
+        if r.status == "failed":
+            key = (r.cell, failure.reason(r.error or "", r.stderr_tail or []) or r.error or "")
+            seen.setdefault(key, (failure.text(r), []))[1].append(f"r{r.repeat}")
+    return [
+        Text.assemble(("failed ", "bold red"), (cell, "bold"), f" {', '.join(rounds)}: {text}")
+        for (cell, _), (text, rounds) in seen.items()
+    ]
 
 
 def soak_lines(s: Summary) -> list[Text]:

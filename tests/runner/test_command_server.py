@@ -20,6 +20,7 @@ from xferbench.run import commandserver, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_SERVER = ROOT / "tests" / "support" / "echo_grpc.py"
+BIN = ROOT / "build" / "bin"  # absolute: a relative command[0] starts at the experiment file's folder (tmp_path)
 
 
 def _head(name: str, transport: str, warmup_s: int = 1) -> str:
@@ -41,12 +42,12 @@ GO = """
 [[servers]]
 server = "command"
 label = "go"
-command = ["build/bin/xferd-go", "--grpc-addr", "127.0.0.1:{port}", "--frame-addr", "127.0.0.1:0",
+command = ["BIN/xferd-go", "--grpc-addr", "127.0.0.1:{port}", "--frame-addr", "127.0.0.1:0",
            "--metrics-addr", "127.0.0.1:{metrics_port}"]
 ready = { port = "{port}" }
 metrics = "http://127.0.0.1:{metrics_port}/metrics"
 gogc = 200
-"""
+""".replace("BIN", str(BIN))
 
 
 def test_xferd_go_as_a_command_gets_proc_and_its_own_figures(tmp_path: Path) -> None:
@@ -97,12 +98,12 @@ C_JEMALLOC = """
 [[servers]]
 server = "command"
 label = "c"
-command = ["build/bin/xferd-c", "--frame-addr", "127.0.0.1:{port}", "--metrics-addr", "127.0.0.1:{metrics_port}",
+command = ["BIN/xferd-c", "--frame-addr", "127.0.0.1:{port}", "--metrics-addr", "127.0.0.1:{metrics_port}",
            "--alloc", "jemalloc"]
 metrics = "http://127.0.0.1:{metrics_port}/metrics"
 alloc = "jemalloc"
 env = { XFERD_C_PRELOADED = "jemalloc" }
-"""
+""".replace("BIN", str(BIN))
 
 
 def test_a_preload_is_checked_in_the_maps_and_recorded(tmp_path: Path) -> None:
@@ -131,7 +132,7 @@ def _parse(entry: str) -> xe.Experiment:
         (GO.replace("gogc = 200", 'alloc = "jemalloc"'), "is a Go program"),
         (C_JEMALLOC.replace('alloc = "jemalloc"', "gogc = 100"), "is not a Go program"),
         (C_JEMALLOC.replace('alloc = "jemalloc"', 'gomemlimit = "1GiB"'), "GOMEMLIMIT would do nothing"),
-        (C_JEMALLOC.replace('alloc = "jemalloc"', 'alloc = "pool"'), "servers[0].flags.alloc = 'pool'"),
+        (C_JEMALLOC.replace('alloc = "jemalloc"', 'alloc = "pool"'), "servers[0].alloc = 'pool'"),
         (C_JEMALLOC.replace("{port}", "7071"), "needs a {port} placeholder"),
         (C_JEMALLOC + 'image = "x"\n', "servers[0].alloc: not for a command server in a container"),
     ],

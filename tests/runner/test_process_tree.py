@@ -8,6 +8,7 @@ in, and the report says which clock it had. Each run is 1 s of warm-up and 2 s m
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import subprocess
@@ -95,6 +96,12 @@ def test_a_forking_server_is_counted_whole_by_its_cgroup(tmp_path: Path) -> None
     assert row.ready is not None and int(row.ready["procs_checked"]) >= 4, row.ready
     assert Path(row.ready["alloc_lib"]).name.startswith("libjemalloc.so"), row.ready
     assert _mine() == [] and processes_mentioning(token) == []
+    # The per-second series carry the tree's CPU and RSS too: this server exports no /metrics of its own.
+    assert row.timeseries is not None
+    with open(tmp_path / "run" / row.timeseries, newline="") as f:
+        per_s = [r for r in csv.DictReader(f) if r["server_cpu_cores"]]
+    assert per_s and max(float(r["server_cpu_cores"]) for r in per_s) > 0.5, per_s
+    assert all(int(r["rss_bytes"]) > 3 * (4 << 20) for r in per_s), per_s
     s = load_summary(tmp_path / "run")
     assert "cgroup v1 cpuacct.usage" in (tables.cost_text(s) or ""), tables.cost_text(s)
 

@@ -60,12 +60,11 @@ def test_the_range_put_mix_from_the_shipped_protos_counts_what_etcd_counts(etcd:
 
 
 def test_a_short_etcd_experiment_ends_in_verdicts_with_go_gc_figures_from_its_metrics(tmp_path: Path) -> None:
-    # The shipped experiment, cut to two GOGC values and one round (one duet), its data folders under tmp_path.
+    # The shipped experiment, cut to two GOGC values and one round (one duet); its data folders are {tmpdir}s.
     text = EXPERIMENT.read_text()
     short = {
         "repeats = 3": "repeats = 1",
         "gogc = [50, 100, 400]": "gogc = [100, 400]",
-        "/tmp/xferbench-etcd-{port}": f"{tmp_path}/etcd-{{port}}",
         'proto = "etcd-proto/': f'proto = "{THIRD_PARTY}/etcd-proto/',
         'import_path = ["etcd-proto"]': f'import_path = ["{THIRD_PARTY}/etcd-proto"]',
     }

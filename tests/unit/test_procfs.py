@@ -83,10 +83,21 @@ def test_time_wait_counts_either_end_in_both_tables(tmp_path) -> None:
     assert procfs.time_wait({8080}, (str(tmp_path / "absent"),)) is None
 
 
+def _listener_with_no_time_wait() -> socket.socket:
+    """A listener on a free port that no TIME_WAIT socket of an earlier connection names (another test's
+    client may have used the same number as its own ephemeral port moments ago)."""
+    for _ in range(50):
+        listener = socket.create_server(("127.0.0.1", 0))
+        if procfs.time_wait({listener.getsockname()[1]}) == 0:
+            return listener
+        listener.close()
+    raise AssertionError("50 free ports in a row each had a TIME_WAIT socket")
+
+
 def test_time_wait_of_a_real_connection_closed_by_the_client() -> None:
     """The side that closes first keeps the TIME_WAIT socket: here the client, whose remote port is the
     listener's; the live tables must show exactly one for that port."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
+    with _listener_with_no_time_wait() as listener:
         port = listener.getsockname()[1]
         assert procfs.time_wait({port}) == 0
         client = socket.create_connection(("127.0.0.1", port))

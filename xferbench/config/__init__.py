@@ -52,8 +52,9 @@ Schema (every key below is optional unless marked *required*)::
     frame_codec = "protobuf"    # protobuf | gob: xferload --codec (gob needs driver = "xferload")
     call = "pkg.Service/Method" # any gRPC method (loadgen's CallUser), with data = '{"id": "{{seq}}"}' or
                                 # "@req.json", proto / import_path / protoset; or locustfile = "users.py": your
-                                # own Locust users; processes = N: Locust distributed (xferbench/config/userload.py;
-                                # paths relative to the experiment file; docs/EXPERIMENTS.md "Any gRPC method")
+                                # own Locust users, options = { "my-flag" = "v" } their own options (--my-flag v);
+                                # processes = N: Locust distributed (xferbench/config/userload.py; paths relative
+                                # to the experiment file; docs/EXPERIMENTS.md "Any gRPC method")
 
     [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
     server = [0]                # the server on the lower half, Locust on the upper half, disjoint
@@ -73,8 +74,9 @@ Schema (every key below is optional unless marked *required*)::
 
     [[servers]]                 # *required*, one or more groups; each expands to a matrix of cells
     server = "xferd-go"         # *required*: xferd-go | xferd-c | bare-echo (a kind of xferbench/config/servers.py) |
-                                # command (any executable: command, ready, metrics, requests, pprof, alloc, gogc,
-                                # image, ... as in xferbench/config/command.py)
+                                # command (any executable: command, ready, metrics, requests, pprof, cwd, files,
+                                # alloc, gogc, image, ... as in xferbench/config/command.py; its relative paths
+                                # start at the experiment file's folder)
     label = "go"                # short name used in cell names; default from the server
     binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
     args = ["--max-conns=256"]  # extra flags passed verbatim

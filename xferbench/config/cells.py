@@ -39,8 +39,8 @@ class _Group:
     cmd: command.Command | None = None
 
 
-def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
-    group, g = _group(g, where)
+def _group_cells(g: dict[str, Any], where: str, base: Load, folder: Path) -> list[Cell]:
+    group, g = _group(g, where, folder)
     # One order of checks (server, label, binary, args, flags, env, image, limits, load, name), so a group with
     # several faults always names the same one first.
     flag_axes = _flag_axes(group, _table(g.get("flags", {}), f"{where}.flags"))
@@ -58,8 +58,9 @@ def _group_cells(g: dict[str, Any], where: str, base: Load) -> list[Cell]:
     return [_cell(group, axes, combo, base) for combo in itertools.product(*(vals for _, _, vals in axes))]
 
 
-def _group(g: dict[str, Any], where: str) -> tuple[_Group, dict[str, Any]]:
-    """The group's server, label, binary and args, and its table without a command server's own keys."""
+def _group(g: dict[str, Any], where: str, folder: Path) -> tuple[_Group, dict[str, Any]]:
+    """The group's server, label, binary and args, and its table without a command server's own keys (its
+    relative paths start at `folder`, the experiment file's)."""
     server = g.get("server")
     if server not in SERVER_SPECS and server != servers.COMMAND.name:
         raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join([*SERVER_SPECS, servers.COMMAND.name])}")
@@ -67,7 +68,7 @@ def _group(g: dict[str, Any], where: str) -> tuple[_Group, dict[str, Any]]:
     cmd = None
     if spec is servers.COMMAND:  # any executable: its own keys, read by xferbench/config/command.py
         try:
-            cmd, g = command.group(g, where)
+            cmd, g = command.group(g, where, folder)
         except command.CommandError as e:
             raise ExperimentError(str(e)) from None
     _unknown(g, _GROUP_KEYS, where)
@@ -102,12 +103,12 @@ def _checked_axis(values: list[Any], check: Callable[[Any], Any], where: str) ->
 
 def _flag_axes(group: _Group, flags: dict[str, Any]) -> list[Axis]:
     axes: list[Axis] = []
+    # A command server's alloc and Go keys are written in its entry itself, not under flags: named as written.
+    table = f"{group.where}." if group.cmd is not None else f"{group.where}.flags."
     for k, v in flags.items():
         if k not in group.spec.flags:
-            raise ExperimentError(
-                f"{group.where}.flags.{k}: unknown flag of {group.server}; allowed: " + ", ".join(group.spec.flags)
-            )
-        axes.append(("flag", k, _checked_axis(_as_axis(v), group.spec.flags[k], f"{group.where}.flags.{k}")))
+            raise ExperimentError(f"{table}{k}: unknown flag of {group.server}; allowed: " + ", ".join(group.spec.flags))
+        axes.append(("flag", k, _checked_axis(_as_axis(v), group.spec.flags[k], f"{table}{k}")))
     return axes
 
 

@@ -10,16 +10,22 @@
     requests = { counter = 'grpc_server_handled_total{grpc_type="unary"}', errors = 'grpc_code!="OK"' }
                                      # optional, with metrics: its own request series (xferbench/config/series.py)
     pprof = "http://127.0.0.1:{metrics_port}/debug/pprof" # optional: with profile = true, sampled there, not by perf
+    cwd = "."                        # optional: its working directory (default: the runner's)
     alloc = ["glibc", "jemalloc"]    # LD_PRELOAD of Debian's library; a dynamically linked, non-Go program only
     gogc = [100, 400]                # gogc, gomemlimit, gomaxprocs, godebug: GOGC, ...; a Go program only
     [servers.env]
+    [servers.files]
+    "my.conf" = "my.conf.in"         # rendered as {dir}/my.conf at each start (xferbench/config/commandfiles.py)
 
 Every `{port}` and `{<name>_port}` placeholder gets a free loopback port at each start; `{port}` is the
-load's target. What can be refused is refused here, while the experiment is read: the program is inspected
-(an ELF's PT_INTERP says dynamic, its `.go.buildinfo` section says Go), never started. Starting it, its
-readiness and the preload check are xferbench/run/commandserver.py's. With `image` (backend = "docker") the
-command runs in that image (xferbench/run/containers/backend.py) and nothing of it is inspected here: alloc and the
-Go keys are refused (their variables can be set in [servers.env]).
+load's target; `{dir}` is the start's folder, `{tmpdir}` a fresh folder removed after it stops; any other
+`{name}` is refused (xferbench/config/placeholders.py). Relative paths (command[0] with a slash, the
+templates, cwd) start at the experiment file's folder. What can be refused is refused here, while the
+experiment is read: the program is inspected (an ELF's PT_INTERP says dynamic, its `.go.buildinfo` section
+says Go), never started. Starting it, its readiness and the preload check are xferbench/run/commandserver.py's.
+With `image` (backend = "docker") the command runs in that image (xferbench/run/containers/backend.py) and
+nothing of it is inspected here: alloc and the Go keys are refused (their variables can be set in
+[servers.env]), and so are files, cwd, {dir} and {tmpdir}.
 
 The profiler `profile = true` samples it with is chosen here too, once per cell, and recorded in its config:
 pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
@@ -31,7 +37,6 @@ from __future__ import annotations
 
 import platform
 import re
-import shutil
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,11 +44,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from py_client.durations import parse_duration
-from xferbench.config import series
-from xferbench.config.files import ROOT
+from xferbench.config import commandfiles, placeholders, series
+from xferbench.config.commandfiles import Template
 
-PLACEHOLDER = re.compile(r"\{((?:[a-z][a-z0-9]*_)*port)\}")
-KEYS = ("command", "ready", "metrics", "requests", "pprof", "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
+KEYS = ("command", "ready", "metrics", "requests", "pprof", "cwd", "files",
+        "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
 GO_ENV = {"gogc": "GOGC", "gomemlimit": "GOMEMLIMIT", "gomaxprocs": "GOMAXPROCS", "godebug": "GODEBUG"}
 READY_TIMEOUT_S = 30.0
 # Debian's shared libraries (the ones xferd-c's --alloc preloads, servers/c/src/allocdet.h); glibc: none.
@@ -84,13 +89,16 @@ class Profiler:
 class Command:
     argv: tuple[str, ...]  # argv[0] an absolute path
     ready: Ready
-    metrics: str | None  # http://HOST:PORT/metrics, placeholders unfilled; None: no server series
-    ports: tuple[str, ...]  # the placeholders' names, e.g. ("port", "metrics_port")
+    metrics: str | None  # http(s)://HOST:PORT/PATH, placeholders unfilled; None: no server series
+    ports: tuple[str, ...]  # the port placeholders' names, e.g. ("port", "metrics_port")
     profiler: Profiler = Profiler("perf", "dwarf", why="a native program")
     requests: series.Requests | None = None  # its own request series; None: ours (xfer_requests_total, ...)
+    files: tuple[Template, ...] = ()  # [servers.files], rendered into {dir} at each start
+    cwd: Path | None = None  # None: the runner's working directory
+    dirs: tuple[str, ...] = ()  # the folders it uses, "dir" (always with files) and "tmpdir": made at each start
 
-    def fill(self, text: str, ports: Mapping[str, int]) -> str:
-        return PLACEHOLDER.sub(lambda m: str(ports[m.group(1)]), text)
+    def fill(self, text: str, values: Mapping[str, object]) -> str:
+        return placeholders.fill(text, values)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +106,8 @@ class Command:
             "ready": {self.ready.kind: self.ready.value, "timeout_s": self.ready.timeout_s},
             "metrics": self.metrics,
             "profiler": self.profiler.to_json(),
+            **({"files": {t.name: str(t.source) for t in self.files}} if self.files else {}),
+            **({"cwd": str(self.cwd)} if self.cwd else {}),
             **({"requests": self.requests.to_json()} if self.requests else {}),
         }
 
@@ -120,51 +130,90 @@ def runtime_env(flags: Mapping[str, str], env: Mapping[str, str]) -> dict[str, s
 GROUP_KEYS = ("server", "label", "name", "env", "load", "image", "limits")
 
 
-def group(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
+def group(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict[str, Any]]:
     """A command server's [[servers]] entry as the schema reads any server's: its command, and the entry
-    with the alloc/Go keys as its flags and the command's program as its binary."""
+    with the alloc/Go keys as its flags and the command's program as its binary. `folder`: the experiment
+    file's, where its relative paths start."""
     for k in g:
         if k not in (*GROUP_KEYS, *KEYS):
             raise CommandError(f"{where}.{k}: unknown key of a command server; allowed: " + ", ".join((*GROUP_KEYS, *KEYS)))
-    cmd, flags = parse(g, where)
+    try:
+        cmd, flags = parse(g, where, folder)
+    except (commandfiles.PathError, placeholders.PlaceholderError) as e:
+        raise CommandError(str(e)) from None
     rest = {k: v for k, v in g.items() if k in GROUP_KEYS}
     return cmd, {**rest, "flags": flags, "binary": cmd.argv[0]}
 
 
-def parse(g: Mapping[str, Any], where: str) -> tuple[Command, dict[str, Any]]:
+def parse(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict[str, Any]]:
     """The command of a [[servers]] entry, and its alloc/Go keys as a flags table (values still unchecked:
     the registry's validators check them, as any server's flags)."""
     in_image = "image" in g  # backend = "docker": command[0] is the image's, never looked at on this host
-    argv = _argv(g.get("command"), where, on_host=not in_image)
-    if not any("{port}" in a for a in argv):
-        raise CommandError(
-            f"{where}.command = {list(argv)!r}: needs a {{port}} placeholder, the port the load "
-            "connects to (the runner gives it a free loopback port)"
-        )
+    argv = _argv(g.get("command"), where, folder if not in_image else None)
     ready = _ready(g.get("ready"), where)
-    metrics = g.get("metrics")
-    if metrics is not None and not (isinstance(metrics, str) and re.fullmatch(r"http://[^/\s]+/metrics", metrics)):
-        raise CommandError(
-            f"{where}.metrics = {metrics!r}: expected http://HOST:PORT/metrics (the runner scrapes "
-            'that path), e.g. "http://127.0.0.1:{metrics_port}/metrics"'
-        )
+    metrics = _metrics(g.get("metrics"), where)
     requests = _requests(g.get("requests"), metrics, where)
     pprof = _pprof(g.get("pprof"), where)
-    texts = [*argv, ready.value if ready.kind != "log" else "", metrics or "", pprof or ""]
-    texts += [str(v) for v in _values(g.get("env", {}))]
-    names = sorted({m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}, key=lambda n: (n != "port", n))
+    files = commandfiles.templates(g.get("files"), folder, where)
+    cwd = commandfiles.cwd(g.get("cwd"), folder, where)
+    keyed = _checked_texts(g, argv, ready, where)
+    texts = [t for _, t in keyed] + [t.text for t in files]
+    used = placeholders.used(texts)
+    # What the server is given (not where the runner looks: the default ready port is {port} itself).
+    given = [t for k, t in keyed if k.startswith((f"{where}.command", f"{where}.env"))] + [t.text for t in files]
+    if "port" not in placeholders.used(given):
+        raise CommandError(
+            f"{where}.command = {list(argv)!r}: needs a {{port}} placeholder (in command, [servers.env] or a "
+            "[servers.files] template), the port the load connects to (the runner gives it a free loopback port)"
+        )
+    names = sorted((n for n in used if placeholders.PORT.fullmatch(n)), key=lambda n: (n != "port", n))
     flags = {k: g[k] for k in ("alloc", *GO_ENV) if k in g}
     if in_image:
-        if flags:
-            key = next(iter(flags))
-            raise CommandError(
-                f"{where}.{key}: not for a command server in a container (its program cannot be inspected "
-                'before it runs); set the variable in [servers.env] instead, e.g. GOGC = ["100", "400"] '
-                'or LD_PRELOAD = "<the library\'s path in the image>"'
-            )
+        _check_image(g, flags, texts, where)
         return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof), requests), flags
     _check_program(Path(argv[0]), flags, where)
-    return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof), requests), flags
+    dirs = tuple(d for d in placeholders.DIRS if d in used or (d == "dir" and files))
+    return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof), requests, files, cwd,
+                   dirs), flags
+
+
+def _checked_texts(g: Mapping[str, Any], argv: tuple[str, ...], ready: Ready, where: str) -> list[tuple[str, str]]:
+    """Every text whose placeholders are filled at a start, by its key, each checked for unknown ones (an
+    address takes ports only); the templates' are checked as they are read."""
+    texts: list[tuple[str, str, bool]] = [(f"{where}.command[{i}]", a, True) for i, a in enumerate(argv)]
+    texts.append((f"{where}.ready.{ready.kind}", ready.value, ready.kind == "log"))
+    texts += [(f"{where}.{k}", g[k], False) for k in ("metrics", "pprof") if isinstance(g.get(k), str)]
+    env = g.get("env", {})
+    if isinstance(env, Mapping):
+        texts += [(f"{where}.env.{k}", str(x), True) for k, v in env.items() for x in (v if isinstance(v, list) else [v])]
+    for key, text, dirs in texts:
+        placeholders.check(text, key, dirs)
+    return [(k, t) for k, t, _ in texts]
+
+
+def _check_image(g: Mapping[str, Any], flags: Mapping[str, Any], texts: list[str], where: str) -> None:
+    """What a command in the user's image cannot have: its program is not inspected, and the runner's folders
+    are not in the container."""
+    if flags:
+        key = next(iter(flags))
+        raise CommandError(
+            f"{where}.{key}: not for a command server in a container (its program cannot be inspected "
+            'before it runs); set the variable in [servers.env] instead, e.g. GOGC = ["100", "400"] '
+            'or LD_PRELOAD = "<the library\'s path in the image>"'
+        )
+    mine = [k for k in ("files", "cwd") if k in g] + [f"{{{n}}}" for n in placeholders.used(texts) if n in placeholders.DIRS]
+    if mine:
+        raise CommandError(f"{where}: {mine[0]} is not for a command server in a container (the runner's folders "
+                           "are not in it): put the file in the image")
+
+
+def _metrics(v: Any, where: str) -> str | None:
+    if v is not None and not (isinstance(v, str) and re.fullmatch(r"https?://[^/\s]+/\S*", v)):
+        raise CommandError(
+            f"{where}.metrics = {v!r}: expected the URL the runner scrapes, http(s)://HOST:PORT/PATH, "
+            'e.g. "http://127.0.0.1:{metrics_port}/metrics" or "https://127.0.0.1:{port}/actuator/prometheus"'
+        )
+    return v
 
 
 def _requests(v: Any, metrics: str | None, where: str) -> series.Requests | None:
@@ -206,28 +255,15 @@ def _profiler(exe: Path | None, pprof: str | None) -> Profiler:
     return Profiler("perf", "dwarf", why=f"{what}: perf, unwound by DWARF")
 
 
-def _values(env: Any) -> list[Any]:
-    if not isinstance(env, Mapping):
-        return []
-    return [x for v in env.values() for x in (v if isinstance(v, list) else [v])]
-
-
-def _argv(v: Any, where: str, on_host: bool = True) -> tuple[str, ...]:
+def _argv(v: Any, where: str, folder: Path | None) -> tuple[str, ...]:
+    """command, its program made absolute; `folder` None: in an image, where it is not looked at here."""
     if not isinstance(v, list) or not v or not all(isinstance(a, str) and a for a in v):
         raise CommandError(
             f'{where}.command = {v!r}: required; expected a list of strings, e.g. ["./my-server", "--port", "{{port}}"]'
         )
-    if not on_host:  # the image's path or a name on the image's PATH, as `docker run IMAGE ...` takes it
+    if folder is None:  # the image's path or a name on the image's PATH, as `docker run IMAGE ...` takes it
         return tuple(v)
-    exe = v[0]
-    if "/" in exe:
-        path = Path(exe) if Path(exe).is_absolute() else ROOT / exe
-    else:
-        found = shutil.which(exe)
-        if found is None:
-            raise CommandError(f"{where}.command[0] = {exe!r}: not found on PATH")
-        path = Path(found)
-    return (str(path), *v[1:])
+    return (str(commandfiles.program(v[0], folder, where)), *v[1:])
 
 
 def _ready(v: Any, where: str) -> Ready:
@@ -244,7 +280,7 @@ def _ready(v: Any, where: str) -> Ready:
     value = str(value) if isinstance(value, int) and not isinstance(value, bool) and kind == "port" else value
     if not isinstance(value, str) or not value:
         raise CommandError(f"{where}.ready.{kind} = {value!r}: expected a string")
-    if kind == "port" and not (value.isdigit() or PLACEHOLDER.fullmatch(value)):
+    if kind == "port" and not (value.isdigit() or re.fullmatch(r"\{(" + placeholders.PORT.pattern + r")\}", value)):
         raise CommandError(f'{where}.ready.port = {value!r}: expected a port placeholder such as "{{port}}"')
     if kind == "log":
         try:
@@ -271,7 +307,7 @@ def _check_program(exe: Path, flags: Mapping[str, Any], where: str) -> None:
     try:
         info = elf_info(exe)
     except OSError as e:
-        raise CommandError(f"{where}.{key}: cannot inspect {exe}: {e.strerror} (run `make build`?)") from None
+        raise CommandError(f"{where}.{key}: cannot inspect {exe} (command[0]): {e.strerror}") from None
     if info is None:
         raise CommandError(f"{where}.{key}: {exe} is not an ELF program (a script?); give the program itself as command[0]")
     dynamic, go = info

@@ -68,6 +68,7 @@ class Load:
     import_path: str | None = None  # DIR,DIR (a TOML list in the file)
     protoset: str | None = None
     locustfile: str | None = None
+    options: dict[str, str | bool] | None = None  # a user locustfile's own options: {"my-flag": "v"} → --my-flag v
     processes: int = 1  # Locust processes (--processes N: a master and N workers)
     # A user locustfile whose users hold a fixed rate themselves (constant_throughput): ranked and paired like an
     # open-loop load, by cost, since every cell then serves the same rate (userload.py)

@@ -49,9 +49,11 @@ def parse(
     data: dict[str, Any], source: str = "<experiment>", default_name: str = "experiment", base_dir: Path | None = None
 ) -> Experiment:
     """Validates a decoded TOML document; raises ExperimentError naming `source` and the field. Paths in
-    [load] are relative to `base_dir`, the experiment file's folder (default: the working directory)."""
+    [load] and a command server's entry are relative to `base_dir`, the experiment file's folder (default: the
+    working directory)."""
+    folder = base_dir or Path.cwd()
     try:
-        return _parse(userload.absolute_document(data, base_dir or Path.cwd()), default_name)
+        return _parse(userload.absolute_document(data, folder), default_name, folder)
     except ExperimentError as e:
         raise ExperimentError(f"{source}: {e}") from None
 
@@ -71,7 +73,7 @@ class _Meta:
     duet: bool | None = None  # None: the default _duet chooses
 
 
-def _parse(data: dict[str, Any], default_name: str) -> Experiment:
+def _parse(data: dict[str, Any], default_name: str, folder: Path) -> Experiment:
     # The tables are read in this order, so that a file with several faults always names the same first.
     _unknown(data, _TOP_KEYS, "(top level)")
     meta_tab = _table(data.get("experiment", {}), "experiment")
@@ -80,7 +82,7 @@ def _parse(data: dict[str, Any], default_name: str) -> Experiment:
     meta = _switches(meta_tab, meta)
     pinning = _pinning(_table(data.get("pinning", {}), "pinning"))
     network = _network(_table(data["network"], "network")) if "network" in data else None
-    cells = _cells(data.get("servers"), base)
+    cells = _cells(data.get("servers"), base, folder)
     baseline = meta_tab.get("baseline", cells[0].name)
     if baseline not in {c.name for c in cells}:
         raise ExperimentError(
@@ -152,13 +154,13 @@ def _switches(meta: dict[str, Any], checked: _Meta) -> _Meta:
     return replace(checked, aa=aa, alpha=float(alpha), profile=profile, duet=duet)
 
 
-def _cells(groups: Any, base: Load) -> list[Cell]:
+def _cells(groups: Any, base: Load, folder: Path) -> list[Cell]:
     """Every [[servers]] group's cells, their names unique across groups."""
     if not isinstance(groups, list) or not groups:
         raise ExperimentError("servers: required; expected one or more [[servers]] tables")
     cells: list[Cell] = []
     for gi, group in enumerate(groups):
-        cells += _group_cells(_table(group, f"servers[{gi}]"), f"servers[{gi}]", base)
+        cells += _group_cells(_table(group, f"servers[{gi}]"), f"servers[{gi}]", base, folder)
     seen: set[str] = set()
     for c in cells:
         if c.name in seen:

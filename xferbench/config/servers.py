@@ -232,6 +232,8 @@ SERVERS: dict[str, ServerSpec] = {
 def go_gc(v: Any) -> str:
     if v == "off" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
         return str(v)
+    if isinstance(v, str) and v.isdigit() and int(v) > 0:  # "400", as GOGC is written in [servers.env]
+        return v
     raise ValueError('a positive integer (percent) | "off"')
 
 

@@ -1,6 +1,7 @@
 """[load] keys that point the load at the user's own target: any gRPC method, or a weighted mix of them (`call`,
 `data`, `proto`, `import_path`, `protoset`: loadgen's CallUser) or the user's own Locust users (`locustfile`), and
-`processes` (Locust distributed over several generator processes).
+`options` (a user locustfile's own command-line options) and `processes` (Locust distributed over several generator
+processes).
 
 Read by the schema (xferbench/config/load.py): paths are made absolute against the experiment file's folder
 before any value is checked (loadgen's own parsers test that the files exist, and the generator runs in
@@ -11,6 +12,7 @@ xferbench/config/drivers.py, checked before these. Errors are ValueErrors; the s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,8 +20,13 @@ import loadgen
 from loadgen._call_options import parse_calls, templates
 
 CALL_KEYS = ("call", "data", "proto", "import_path", "protoset")  # loadgen's --xfer-<key> options
-OWN_KEYS = ("locustfile", "processes", "paced")  # the runner's: not loadgen options
+OWN_KEYS = ("locustfile", "options", "processes", "paced")  # the runner's: not loadgen options
 MAX_PROCESSES = 64
+# A locustfile option's name as [load] options gives it: a long option's, without its dashes ("my-flag" → --my-flag).
+OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]+")
+# The options the runner itself gives Locust (generators.userload_argv), and loadgen's: a user's would clash.
+RUNNER_OPTIONS = ("host", "users", "spawn-rate", "run-time", "headless", "locustfile", "processes", "csv",
+                  "only-summary", "loglevel", "master-port", "master-bind-port")
 
 # The host a user locustfile is given (`--host`): a URL, so that Locust's HttpUser takes it as it is and any
 # other user reads the address with urllib.parse.urlsplit(self.host).hostname / .port.
@@ -41,6 +48,8 @@ class UserLoad(Protocol):
     def protoset(self) -> str | None: ...
     @property
     def locustfile(self) -> str | None: ...
+    @property
+    def options(self) -> dict[str, str | bool] | None: ...
     @property
     def processes(self) -> int: ...
     @property
@@ -100,6 +109,8 @@ def check_value(key: str, v: Any) -> Any:
         if not Path(v).is_file():
             raise ValueError(f"{v!r}: no such file")
         return v
+    if key == "options":
+        return _check_options(v)
     if key == "paced":
         if not isinstance(v, bool):
             raise ValueError(f"{v!r}: expected true (your locustfile's users hold a fixed rate) or false")
@@ -107,6 +118,35 @@ def check_value(key: str, v: Any) -> Any:
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PROCESSES:
         raise ValueError(f"{v!r}: expected a whole number of Locust processes, 1..{MAX_PROCESSES}")
     return v
+
+
+def _check_options(v: Any) -> dict[str, str | bool]:
+    """[load] options = { "my-flag" = "value", "verbose" = true }: each a long option of the user's locustfile."""
+    if not isinstance(v, dict):
+        raise ValueError(f'{v!r}: expected a table of your locustfile\'s options, e.g. {{ "my-flag" = "value" }}')
+    out: dict[str, str | bool] = {}
+    for name, value in v.items():
+        if not OPTION_NAME.fullmatch(name):
+            raise ValueError(f"{v!r}: {name!r} is not a plain long option name: give it without its dashes, e.g. "
+                             '"my-flag" for --my-flag (letters, digits, - and _)')
+        if name in RUNNER_OPTIONS or name.startswith("xfer-"):
+            raise ValueError(f"{v!r}: --{name} is the runner's (it sets it from the other [load] keys)")
+        if isinstance(value, bool):
+            if value:
+                out[name] = True  # a switch: --name alone; false leaves it out
+        elif isinstance(value, str | int | float):
+            out[name] = str(value)
+        else:
+            raise ValueError(f"{v!r}: {name!r} = {value!r}: expected a string, a number or true")
+    return out
+
+
+def option_args(options: dict[str, str | bool] | None) -> list[str]:
+    """[load] options on Locust's command line: "--name value", or "--name" alone for true."""
+    args: list[str] = []
+    for name, value in (options or {}).items():
+        args += [f"--{name}"] if value is True else [f"--{name}", str(value)]
+    return args
 
 
 def check(load: UserLoad) -> None:
@@ -123,6 +163,11 @@ def check(load: UserLoad) -> None:
         _check_call_data(load.call, load.data)
     if load.locustfile:
         _check_locustfile(load)
+    elif load.options:
+        raise ValueError(
+            f"options = {load.options!r}: are passed to your own locustfile; loadgen's users take [load] keys instead "
+            "(the list: python -m loadgen)"
+        )
     elif load.paced:
         raise ValueError(
             "paced = true: says a user locustfile holds its own fixed rate; loadgen's users take load.rate for that"

@@ -7,11 +7,13 @@ below is computed by one piece of code whichever source was used.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from xferbench.analysis.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
 from xferbench.config.series import OURS, Requests, Selector
 from xferbench.measure.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
+from xferbench.measure.tree import Sample as TreeSample
 
 # loadgen's per-chunk records (loadgen/_recorder.py): by name, since any other method (a user's own, via
 # [load] call or locustfile) is a whole operation, whatever its name ends with
@@ -310,11 +312,13 @@ SERIES_COLUMNS = (
 
 
 def series(client: list[Snapshot], server: list[Snapshot], t0: float,
-           requests: Requests | None = None) -> list[dict[str, Any]]:
+           requests: Requests | None = None, tree: Sequence[TreeSample] = ()) -> list[dict[str, Any]]:
     """Per-interval series (one row per consecutive pair of client snapshots), t relative to t0; `requests`
-    as server_figures takes it."""
+    as server_figures takes it. The server's CPU and RSS are its whole process tree's where `tree` sampled it
+    (every host server: xferbench/measure/tree.py), else what its own /metrics says."""
     rq, rows = requests or OURS, []
     srv = sorted(server, key=lambda s: s.t)
+    trees = sorted(tree, key=lambda s: s.t)
     for a, b in itertools.pairwise(client):
         row: dict[str, Any] = dict.fromkeys(SERIES_COLUMNS)
         row["t"] = round(b.t - t0, 3)
@@ -332,11 +336,18 @@ def series(client: list[Snapshot], server: list[Snapshot], t0: float,
             row["heap_inuse_bytes"] = sb.sum("go_memstats_heap_inuse_bytes")
             row["alloc_resident_bytes"] = sb.sum("xfer_allocator_resident_bytes")
             row["server_cpu_cores"] = _rate(sa, sb, "process_cpu_seconds_total")
+        ta, tb = _nearest(trees, a.t), _nearest(trees, b.t)
+        if ta is not None and tb is not None and tb.t > ta.t:
+            row["server_cpu_cores"] = (tb.cpu_s - ta.cpu_s) / (tb.t - ta.t)
+            row["rss_bytes"] = tb.rss_bytes
         rows.append(row)
     return rows
 
 
-def _nearest(snaps: list[Snapshot], t: float, slack: float = 0.6) -> Snapshot | None:
+_Timed = TypeVar("_Timed", Snapshot, TreeSample)
+
+
+def _nearest(snaps: Sequence[_Timed], t: float, slack: float = 0.6) -> _Timed | None:
     best = None
     for s in snaps:
         if abs(s.t - t) <= slack and (best is None or abs(s.t - t) < abs(best.t - t)):

@@ -23,6 +23,11 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    """Whether the process exists and has not exited (a zombie waiting to be reaped has no maps, no environment)."""
+    return pid_alive(pid) and not status(pid).get("State", "").startswith("Z")
+
+
 def cpu_idle_steal(cpus: tuple[int, ...]) -> tuple[float, float] | None:
     """Seconds the CPUs have spent idle (idle + iowait) and stolen by the hypervisor so far, from /proc/stat;
     None when a CPU is not listed there."""

@@ -36,7 +36,8 @@ class MetricsSource(ABC):
 
     @abstractmethod
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
-        """A server is up at metrics_addr (host:port); figures for it are wanted from now on."""
+        """A server is up at metrics_addr (host:port, serving /metrics; or a command server's whole URL, e.g.
+        https://127.0.0.1:PORT/actuator/prometheus); figures for it are wanted from now on."""
 
     @abstractmethod
     def tick(self) -> Snapshot | None:
@@ -60,7 +61,7 @@ class MetricsSource(ABC):
 
 
 class ScrapeSource(MetricsSource):
-    """Scrapes http://ADDR/metrics on every tick."""
+    """Scrapes http://ADDR/metrics (or the URL it was given) on every tick."""
 
     name = "scrape"
 
@@ -73,7 +74,7 @@ class ScrapeSource(MetricsSource):
         return ScrapeSource(self.timeout_s)
 
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
-        self.url = f"http://{metrics_addr}/metrics"
+        self.url = metrics_url(metrics_addr)
         self.snaps = []
 
     def tick(self) -> Snapshot | None:
@@ -156,9 +157,13 @@ class PromQLSource(MetricsSource):
             time.sleep(0.25)
 
     def begin(self, metrics_addr: str, labels: dict[str, str]) -> None:
-        self.instance = metrics_addr
+        url = urllib.parse.urlsplit(metrics_url(metrics_addr))
+        self.instance = metrics_addr = url.netloc
         if self.register is not None:
-            self._unregister = self.register("xferd", metrics_addr, labels)
+            # Prometheus takes a target's scheme and path from these labels of its file_sd group.
+            ours = (url.scheme, url.path) == ("http", "/metrics")
+            where = {} if ours else {"__scheme__": url.scheme, "__metrics_path__": url.path}
+            self._unregister = self.register("xferd", metrics_addr, {**labels, **where})
         # Wait (bounded, polling) until Prometheus has scraped the new target successfully once. A begin that
         # fails (Prometheus down, target never scraped) unregisters the target again: the runner calls end()
         # only after a successful begin, and a stale target would outlive its run.
@@ -219,6 +224,11 @@ class PromQLSource(MetricsSource):
 
 def _nothing() -> None:
     pass
+
+
+def metrics_url(metrics_addr: str) -> str:
+    """The URL a server's figures are scraped from: its own when given one, else http://HOST:PORT/metrics."""
+    return metrics_addr if "://" in metrics_addr else f"http://{metrics_addr}/metrics"
 
 
 def matrix_to_snapshots(result: list[dict[str, Any]]) -> list[Snapshot]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html as h
 from pathlib import Path
 
-from xferbench.analysis import stats
+from xferbench.analysis import failure, stats
 from xferbench.analysis.metrics import BY_NAME
 from xferbench.analysis.runmeta import Machine
 from xferbench.analysis.summary import Summary
@@ -157,7 +157,9 @@ def _ranking_section(s: Summary) -> list[str]:
 
 
 def _notes_section(s: Summary) -> list[str]:
-    notes = [(c.name, e, "failed") for c in s.cells for e in c.errors] + [
+    failed = [(c.name, f"r{r.repeat}: {failure.text(r)}", "failed") for c in s.cells for r in s.rows
+              if r.cell == c.name and r.status == "failed"]
+    notes = failed + [
         (c.name, w, "warning") for c in s.cells for w in c.warnings
     ]
     if not notes:

@@ -8,7 +8,7 @@ import csv
 from collections import Counter
 from pathlib import Path
 
-from xferbench.analysis import stats
+from xferbench.analysis import failure, stats
 from xferbench.analysis.metrics import BY_NAME, METRICS, RANKED
 from xferbench.analysis.runmeta import Machine, RunMeta
 from xferbench.analysis.summary import CellSummary, Summary, Verdict
@@ -313,8 +313,9 @@ def _md_ranking(s: Summary) -> list[str]:
 def _md_notes(s: Summary) -> list[str]:
     notes = []
     for c in s.cells:
-        for e in c.errors:
-            notes.append(f"- `{c.name}` failed {e}")
+        for r in s.rows:
+            if r.cell == c.name and r.status == "failed":
+                notes.append(f"- `{c.name}` failed r{r.repeat}: {failure.text(r)}")
         for w in c.warnings:
             notes.append(f"- `{c.name}`: {w}")
     return ["## Failures and warnings", "", *notes, ""] if notes else []

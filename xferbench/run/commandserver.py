@@ -1,7 +1,8 @@
 """Starting a command server (`server = "command"`, xferbench/config/command.py) as a host process.
 
-Each start gives every port placeholder a free loopback port, sets the cell's environment (its [servers.env],
-then LD_PRELOAD for alloc and GOGC, ... for the Go keys), and polls the ready condition: a TCP connection
+Each start gives every port placeholder a free loopback port, makes its {dir} and {tmpdir} and renders its
+[servers.files] there (xferbench/run/commandfolders.py), sets the cell's environment (its [servers.env], then
+LD_PRELOAD for alloc and GOGC, ... for the Go keys), and polls the ready condition: a TCP connection
 accepted, a line of its output (stdout and stderr, merged) matching, or an HTTP 2xx. Nothing here sleeps in
 place of readiness: between polls it waits on the child's output or its exit. Once ready, an alloc is checked
 in /proc/PID/maps: a preload that did not load fails the run rather than measuring glibc under another name.
@@ -13,17 +14,20 @@ import contextlib
 import os
 import re
 import selectors
+import signal
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from xferbench.config import Cell, command
 from xferbench.measure import procfs
+from xferbench.run.commandfolders import Folders
+from xferbench.run.live import CellFailed
 from xferbench.run.process import POLL_S, Server, ServerStartError, free_port, port_open, spawn
 
 CHECK_EVERY_S = 0.1  # a port or URL is tried at most this often, however much the server prints
@@ -80,19 +84,58 @@ class CommandServer(Server):
         addrs: dict[str, str],
         log_path: Path | None = None,
         cpus: Sequence[int] | None = None,
+        cwd: Path | None = None,
+        folders: Folders | None = None,
     ) -> None:
         self._check = ReadyCheck(ready)
         self._addrs = addrs
+        self._cwd = cwd
+        self._folders = folders
+        if not Path(argv[0]).is_file():  # it was there when the experiment was read
+            raise ServerStartError(f"command[0]: {argv[0]} does not exist (any more)", [])
         super().__init__(Path(argv[0]).name, argv, env, log_path=log_path, cpus=cpus, ready_timeout_s=ready.timeout_s,
                          own_cgroup=True)
 
     def _spawn(self, env: dict[str, str], cpus: Sequence[int] | None) -> subprocess.Popen[bytes]:
         # Its output, whichever stream it writes to, is the log, the tail and what ready.log reads.
-        return spawn(self.argv, env=env, cpus=cpus, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, group=self.cgroup)
+        return spawn(self.argv, env=env, cpus=cpus, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, group=self.cgroup,
+                     cwd=self._cwd)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stops it, then removes its {tmpdir} (and a {dir} no run folder keeps)."""
+        try:
+            return super().stop(sig)
+        finally:
+            if self._folders is not None:
+                self._folders.remove()
 
     def condition(self) -> str:
         """What must become true, as the error names it."""
         return self._check.condition()
+
+    def watch_tree(self, alloc: str | None, go_env: dict[str, str]) -> None:
+        """Checks the preload and the Go settings in every process now, and in each one the server starts later
+        (`sample`, every tick): a server that forks its workers after it listens (nginx's master) is checked in
+        them too."""
+        self._tree_check = (alloc, go_env)
+        pids = self.tree.pids()
+        self.ready.update(checked_tree(pids, alloc, go_env))
+        self._checked = set(pids)
+
+    def sample(self) -> None:
+        """The processes that appeared since the last tick, checked as at ready; raises CellFailed naming one
+        that lacks the preload or the Go settings."""
+        if not getattr(self, "_tree_check", None):
+            return
+        new = [p for p in self.tree.pids() if p not in self._checked]
+        if not new:
+            return
+        try:
+            checked_tree(new, *self._tree_check)
+        except ServerStartError as e:
+            raise CellFailed(str(e), list(self.tail)) from None
+        self._checked.update(new)
+        self.ready["procs_checked"] = str(len(self._checked))
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self._pipe is not None
@@ -160,36 +203,49 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     ready: command.Ready
-    addrs: dict[str, str]  # grpc=, frame=, metrics= and ports= as the runner reads them
+    addrs: dict[str, str]  # grpc=, frame=, metrics= (host:port), metrics_url= and ports= as the runner reads them
     ports: dict[str, int]  # each placeholder's free loopback port
+    values: dict[str, object]  # every placeholder's value: the ports, and {dir} and {tmpdir} when given
 
 
-def launch(cell: Cell, env: dict[str, str]) -> Launch:
+def launch(cell: Cell, env: dict[str, str], folders: Mapping[str, str] | None = None) -> Launch:
     """The cell's command on fresh free ports; `env` its environment, the cell's own [servers.env] among it
-    (their placeholders are filled here)."""
+    (their placeholders are filled here); `folders` the {dir} and {tmpdir} of this start (a host process's)."""
     cmd = cell.command
     assert cmd is not None, "a command cell"
     ports = {name: free_port() for name in cmd.ports}
-    env = {k: cmd.fill(v, ports) if k in cell.env else v for k, v in env.items()}
+    values: dict[str, object] = {**ports, **(folders or {})}
+    env = {k: cmd.fill(v, values) if k in cell.env else v for k, v in env.items()}
     addrs = {transport: f"127.0.0.1:{ports['port']}" for transport in ("grpc", "frame")}
     if cmd.metrics:
-        addrs["metrics"] = urllib.parse.urlsplit(cmd.fill(cmd.metrics, ports)).netloc
+        # The whole URL is what is scraped (any path, https); host:port names the target, as for our servers.
+        addrs["metrics_url"] = cmd.fill(cmd.metrics, ports)
+        addrs["metrics"] = urllib.parse.urlsplit(addrs["metrics_url"]).netloc
     addrs["ports"] = ",".join(f"{k}={v}" for k, v in ports.items())
-    ready = command.Ready(
-        cmd.ready.kind, cmd.ready.value if cmd.ready.kind == "log" else cmd.fill(cmd.ready.value, ports), cmd.ready.timeout_s
-    )
-    return Launch([cmd.fill(a, ports) for a in cmd.argv], env, ready, addrs, ports)
+    # A log's expression is matched, so the values it names are escaped (a folder's dots are no wildcards).
+    value = cmd.fill(cmd.ready.value, {k: re.escape(str(v)) for k, v in values.items()} if cmd.ready.kind == "log"
+                     else values)
+    ready = command.Ready(cmd.ready.kind, value, cmd.ready.timeout_s)
+    return Launch([cmd.fill(a, values) for a in cmd.argv], env, ready, addrs, ports, values)
 
 
-def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> CommandServer:
+def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None, run_folder: Path | None = None) -> CommandServer:
     """The cell's command on fresh free ports, up once its ready condition holds, its preload and Go settings
-    checked in every process it runs. Raises ServerStartError with its output's tail."""
-    run = launch(cell, cell.server_env())
-    runtime = command.runtime_env(cell.flags, run.env)
-    server = CommandServer(run.argv, {**run.env, **runtime}, run.ready, run.addrs, log_path=log_path, cpus=cpus)
+    checked in every process it runs; its templates rendered into `run_folder` ({dir}; None: a temporary
+    folder). Raises ServerStartError with its output's tail."""
+    assert cell.command is not None, "a command cell"
+    folders = Folders(cell.command, run_folder)
     try:
-        server.ready.update(checked_tree(server.tree.pids(), cell.flags.get("alloc"),
-                                         {k: v for k, v in runtime.items() if k != "LD_PRELOAD"}))
+        run = launch(cell, cell.server_env(), folders.values)
+        folders.render(cell.command, run.values)
+        runtime = command.runtime_env(cell.flags, run.env)
+        server = CommandServer(run.argv, {**run.env, **runtime}, run.ready, run.addrs, log_path=log_path, cpus=cpus,
+                               cwd=cell.command.cwd, folders=folders)
+    except BaseException:
+        folders.remove()
+        raise
+    try:
+        server.watch_tree(cell.flags.get("alloc"), {k: v for k, v in runtime.items() if k != "LD_PRELOAD"})
     except ServerStartError as e:
         server.stop()
         raise ServerStartError(str(e), list(server.tail)) from None
@@ -197,14 +253,21 @@ def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None) -> Comm
 
 
 def checked_tree(pids: Sequence[int], alloc: str | None, go_env: dict[str, str]) -> dict[str, str]:
-    """The allocator mapped and the Go settings in the environment of every process of the server once ready
-    (a forking server's workers, a wrapper's program): the ready fields that record it. Raises ServerStartError
-    naming the first process where either is missing."""
-    out: dict[str, str] = {"procs_checked": str(len(pids))}
+    """The allocator mapped and the Go settings in the environment of every process of `pids` (a forking
+    server's workers, a wrapper's program): the ready fields that record it. Raises ServerStartError naming the
+    first process where either is missing; one that exited meanwhile is skipped."""
+    out: dict[str, str] = {}
+    checked = 0
     for pid in pids:
+        if not procfs.running(pid):
+            continue
+        checked += 1
         if alloc:
-            out["alloc"] = alloc
-            out["alloc_lib"] = mapped_allocator(pid, alloc)
+            lib = mapped_allocator(pid, alloc)
+            if lib is None:
+                checked -= 1
+                continue
+            out["alloc"], out["alloc_lib"] = alloc, lib
         if go_env:
             env = procfs.environ(pid)
             wrong = {k: (env or {}).get(k) for k, v in go_env.items() if (env or {}).get(k) != v}
@@ -216,15 +279,18 @@ def checked_tree(pids: Sequence[int], alloc: str | None, go_env: dict[str, str])
                     [],
                 )
             out["go_env"] = " ".join(f"{k}={v}" for k, v in sorted(go_env.items()))
+    out["procs_checked"] = str(checked)
     return out
 
 
-def mapped_allocator(pid: int, alloc: str) -> str:
-    """The file of the allocator's library mapped into the process (glibc: libc itself). Raises
-    ServerStartError when it is not mapped."""
+def mapped_allocator(pid: int, alloc: str) -> str | None:
+    """The file of the allocator's library mapped into the process (glibc: libc itself); None when the process
+    has exited meanwhile. Raises ServerStartError when it is not mapped."""
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
             mapped = {parts[-1] for line in f if len(parts := line.split()) >= 6 and parts[-1].startswith("/")}
+    except (FileNotFoundError, ProcessLookupError):
+        return None
     except OSError as e:
         raise ServerStartError(f"alloc = {alloc!r}: cannot read /proc/{pid}/maps: {e.strerror}", []) from None
     lib = command.alloc_library(alloc)

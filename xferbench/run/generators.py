@@ -23,7 +23,7 @@ from pathlib import Path
 
 import loadgen
 from xferbench.config import LOADGEN_KEYS, ROOT, Load, drivers, xferload_args
-from xferbench.config.userload import LOCUSTFILE_HOST
+from xferbench.config.userload import LOCUSTFILE_HOST, option_args
 from xferbench.measure.scrape import Snapshot, fetch, scrape
 from xferbench.run.process import (
     READY_TIMEOUT_S,
@@ -232,12 +232,12 @@ def processes(load: Load) -> list[str]:
 
 
 def userload_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
-    """The user's own locustfile, with loadgen/_request_metrics.py beside it for the client metrics; the
-    host is a URL (userload.LOCUSTFILE_HOST) whatever the cell's transport."""
+    """The user's own locustfile, with loadgen/_request_metrics.py beside it for the client metrics, and its own
+    options ([load] options); the host is a URL (userload.LOCUSTFILE_HOST) whatever the cell's transport."""
     addr = host.split("://", 1)[-1]
     return [
         sys.executable, "-m", "locust", "-f", f"{load.locustfile},{REQUEST_METRICS}", "--headless",
         "--host", LOCUSTFILE_HOST.format(addr=addr), "-u", str(load.users), "-r", f"{load.spawn_rate:g}",
         "-t", f"{max(1, round(run_time_s))}s", "--xfer-metrics-port", str(metrics_port), *processes(load),
-        "--only-summary", "--loglevel", "WARNING",
+        "--only-summary", "--loglevel", "WARNING", *option_args(load.options),
     ]

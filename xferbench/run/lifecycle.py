@@ -99,7 +99,8 @@ def start(live: Live) -> None:
         live.source = ScrapeSource()  # never begun: no server series, only the /proc figures
         return
     try:
-        metrics_addr = server.addr(servers.get(cell.server).metrics_key)
+        # A command's whole metrics URL (any path, https) where it has one; else our servers' host:port.
+        metrics_addr = server.ready.get("metrics_url") or server.addr(servers.get(cell.server).metrics_key)
     except KeyError as e:
         raise CellFailed(str(e.args[0]), list(server.tail)) from None
     live.source.also = cell.command.requests.names if cell.command and cell.command.requests else ()

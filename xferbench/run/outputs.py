@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,13 @@ from xferbench.config import slug
 from xferbench.config.series import Requests
 from xferbench.measure import figures, profile
 from xferbench.measure.scrape import Snapshot
+from xferbench.measure.tree import Sample as TreeSample
 from xferbench.run.live import CellFailed, Live
 
 
 def write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[Snapshot], t0: float,
-                 requests: Requests | None = None) -> None:
-    rows = figures.series(client, server, t0, requests)
+                 requests: Requests | None = None, tree: Sequence[TreeSample] = ()) -> None:
+    rows = figures.series(client, server, t0, requests, tree)
     with open(run_dir / "timeseries" / f"{stem}.csv", "w", newline="", encoding="utf-8") as f:
         wr = csv.DictWriter(f, fieldnames=figures.SERIES_COLUMNS)
         wr.writeheader()

@@ -250,7 +250,8 @@ def _write_phase_series(live: Live, phase: Phase, search_step: bool) -> None:
     try:
         server = live.source.snapshots(phase.t0 - 1, phase.client[-1].t)
         command = live.run.cell.command
-        write_series(live.run_dir, phase.stem, phase.client, server, phase.t0, command.requests if command else None)
+        write_series(live.run_dir, phase.stem, phase.client, server, phase.t0, command.requests if command else None,
+                     phase.proc)
         if live.row.timeseries is None:
             live.row.timeseries = f"timeseries/{phase.stem}.csv"
         if live.watch is not None and not search_step:

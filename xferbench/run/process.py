@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from xferbench.config.files import ROOT
 from xferbench.measure import cgroup, tree
 from xferbench.measure.cgroup import Cgroup
 
@@ -181,6 +182,11 @@ def parse_ready_line(line: str, name: str) -> dict[str, str] | None:
     return dict(w.split("=", 1) for w in words[2:] if "=" in w)
 
 
+def _build_hint(program: str) -> str:
+    """`make build` builds the repository's own programs only; another's path is the user's to fix."""
+    return "; run `make build`" if Path(program).resolve().is_relative_to(ROOT / "build") else ""
+
+
 class Server:
     """A running server: its ready-line fields, a stderr tail kept by a drain thread, and a log file. It is
     the runner's server handle (xferbench/run/handle.py) for a host process.
@@ -211,7 +217,7 @@ class Server:
         self._log = open(log_path, "w", encoding="utf-8") if log_path else None
         if not Path(self.argv[0]).exists():
             self._close_log()
-            raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
+            raise ServerStartError(f"{self.name}: {self.argv[0]} does not exist{_build_hint(self.argv[0])}", [])
         # `own_cgroup`: the runner's servers, each measured whole in a group of its own (xferbench/measure/tree.py)
         self.cgroup = Cgroup.create(name) if own_cgroup else None
         try:

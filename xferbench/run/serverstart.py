@@ -84,7 +84,8 @@ def start_server(live: Live) -> ServerHandle:
     """The cell's server, up at its ready line (or a command's ready condition). Raises ServerStartError."""
     exp, cell = live.exp, live.run.cell
     if cell.command is not None and exp.backend != "docker":
-        return commandserver.start(cell, live.log("server"), exp.pinning.server or None)
+        # Its rendered [servers.files] stay with the run's logs: what the server was really given.
+        return commandserver.start(cell, live.log("server"), exp.pinning.server or None, live.run_dir / "files" / live.stem)
     if exp.backend != "docker":
         return Server(
             cell.server,

@@ -240,7 +240,7 @@ def _print_links(url: str) -> None:
 def _running(pid: int) -> bool:
     """Alive and not a zombie. Once `stack up` has exited, its Prometheus is init's child: after /-/quit it is
     a zombie until init reaps it, which can take seconds (or never happen, under a PID 1 that does not reap)."""
-    return procfs.pid_alive(pid) and not procfs.status(pid).get("State", "").startswith("Z")
+    return procfs.running(pid)
 
 
 def cmd_down(a: argparse.Namespace) -> int:
