@@ -58,7 +58,9 @@ def ranked_comparisons(meta: RunMeta, rows: list[RunRow]) -> tuple[str, list[sta
 
 
 def _refuse(err: Console, text: str) -> int:
-    err.print(f"[red]error:[/] {text}", highlight=False)
+    # Wrapped to the terminal's width on a terminal; one line each in a log or a pipe, where a wrap at 80
+    # columns would cut a path or a key in two.
+    err.print(f"[red]error:[/] {text}", highlight=False, soft_wrap=not err.is_terminal)
     return 2
 
 
@@ -216,17 +218,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     t = Table(title=f"experiments in {config.EXPERIMENTS_DIR}")
-    for col in ("name", "cells", "repeats", "≈ minutes", "description"):
+    for col in ("name", "file", "cells", "repeats", "≈ minutes", "description"):
         t.add_column(col)
     status = 0
     for p in config.shipped():
+        where = str(p.relative_to(config.EXPERIMENTS_DIR))
         try:
             e = config.load_file(p)
         except config.ExperimentError as err:
-            t.add_row(p.stem, "-", "-", "-", f"[red]{err}[/]")
+            t.add_row(p.stem, where, "-", "-", "-", f"[red]{err}[/]")
             status = 1
             continue
-        t.add_row(e.name, str(len(e.cells)), str(e.repeats), f"{e.estimated_seconds() / 60:.1f}", e.description)
+        t.add_row(e.name, where, str(len(e.cells)), str(e.repeats), f"{e.estimated_seconds() / 60:.1f}",
+                  e.description)
     _console().print(t)
     return status
 
