@@ -96,9 +96,6 @@ class Cgroup:
         """Where its CPU time comes from, for the report."""
         return "cgroup v1 cpuacct.usage (ns)" if self.version == "v1" else "cgroup v2 cpu.stat usage_usec"
 
-    def describe(self) -> str:
-        return f"cgroup {self.version} {self._members_dir}"
-
     # ---- reading ---------------------------------------------------------------------------------------
 
     def cpu_ns(self) -> int | None:
@@ -115,14 +112,6 @@ class Cgroup:
         except OSError:
             return []
         return [int(p) for p in text.split()]
-
-    def memory_peak_bytes(self) -> int | None:
-        """The group's high-water mark of charged memory (page cache included); None where no memory controller
-        counts it."""
-        d = self.by_controller
-        if "memory" in d:
-            return _int(d["memory"] / "memory.max_usage_in_bytes")
-        return _int(d[V2] / "memory.peak") if V2 in d else None
 
     # ---- owning ----------------------------------------------------------------------------------------
 
