@@ -42,6 +42,7 @@ _live_lock = threading.Lock()
 
 def _preexec(cpus: Sequence[int] | None, die_with_parent: bool, group: Cgroup | None) -> Callable[[], None]:
     def fn() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)  # spawn held them in the parent; the program gets them
         if group is not None:
             group.enter()  # before exec: the program's first instruction is counted
         if die_with_parent:
@@ -68,6 +69,23 @@ def spawn(
     """Starts a child in its own session (and in `group`, from its first instruction). `detach`: a service meant
     to outlive this process (`xferbench stack up`'s Prometheus): no parent-death signal, and not in the registry
     that `kill_all` empties."""
+    # Ctrl-C and SIGTERM are held while the child is forked and registered: a KeyboardInterrupt raised inside
+    # Popen (the child still in its pre-exec steps, a cgroup write among them) would leave a child that no
+    # registry knows of and that may outlive the runner. They are delivered as soon as the child is registered.
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        proc = _popen(argv, env, cwd, stdout, stderr, cpus, detach, group)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    return proc
+
+
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def _popen(argv: Sequence[str], env: dict[str, str] | None, cwd: str | Path | None, stdout: int | IO[Any] | None,
+           stderr: int | IO[Any] | None, cpus: Sequence[int] | None, detach: bool, group: Cgroup | None
+           ) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
