@@ -3,6 +3,10 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
 
+# The Go toolchain scripts/bootstrap.sh links as build/go where the machine's own is too old (Debian 12's 1.19)
+# comes first on PATH; where there is none, the entry names nothing and the machine's own Go is found.
+export PATH := $(CURDIR)/build/go/bin:$(PATH)
+
 VENV   := .venv
 PY     := $(VENV)/bin/python
 BIN    := build/bin
@@ -12,7 +16,7 @@ EXPERIMENT ?= experiments/quick.toml
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 .PHONY: setup build build-go build-c test test-slow lint containers test-go test-c test-py test-asan fuzz fuzz-replay \
-  fresh-check run demo proto clean bench
+  fresh-check run demo proto clean bench lab-up lab-down
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -51,7 +55,7 @@ test-py:
 # The conformance and frame bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
 test-asan:
 	$(MAKE) -C servers/c asan
-	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q -n $${PYTEST_WORKERS:-2} --dist loadfile tests/conformance tests/badinput tests/c/test_shutdown_race.py tests/c/test_alloc_metrics.py --ignore=tests/badinput/test_grpc_badinput.py
+	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q -n $${PYTEST_WORKERS:-2} --dist loadfile tests/servers/conformance tests/servers/badinput tests/servers/c/test_shutdown_race.py tests/servers/c/test_alloc_metrics.py --ignore=tests/servers/badinput/test_grpc_badinput.py
 
 # Go fuzz targets as package:Target. Each explores for GO_FUZZ_EXECS inputs (one worker: the machine is shared).
 # A count, not a duration: Go 1.26's coordinator can report a spurious "context deadline exceeded" failure when
@@ -86,9 +90,12 @@ test: build containers
 test-slow: build containers
 	@bash scripts/test.sh slow
 
-# The newcomer's path in a pristine container from the debootstrap base: bootstrap, build, a smoke test.
+# The newcomer's path in a pristine container from the debootstrap base, borrowing only the host's CA bundle:
+# bootstrap (Go from the module proxy), build, then make test's fast suite (FRESH_SUITE=fast, about 25 minutes
+# on 2 cores) or a smoke test (FRESH_SUITE=smoke, as in make test-slow). scripts/fresh_check.py says what it leaves out.
+FRESH_SUITE ?= fast
 fresh-check: containers
-	$(PY) scripts/fresh_check.py
+	$(PY) scripts/fresh_check.py --suite $(FRESH_SUITE)
 
 # The Docker path (docs/EXPERIMENTS.md, "Servers in containers"): an engine, the debootstrap base image (cached
 # under build/podman/) and the project's images. One-time and slow (debootstrap, image builds): set-up for
@@ -104,6 +111,15 @@ run: build
 demo: build
 	bash scripts/demo.sh
 
+# A lab of hosts on this machine: network namespaces on a private bridge, each with its own sshd and cpuset
+# (scripts/lab.sh; docs/EXPERIMENTS.md, "A lab of hosts on one machine"). `make lab-down` removes all of it.
+LAB_HOSTS ?= 3
+lab-up:
+	bash scripts/lab.sh up --hosts $(LAB_HOSTS)
+
+lab-down:
+	bash scripts/lab.sh down
+
 proto: setup
 	bash scripts/gen-proto.sh
 	$(PY) proto/testdata/make_vectors.py
@@ -113,7 +129,7 @@ clean:
 	-$(MAKE) -C servers/c clean
 
 # The headline figures side by side (xferbench/tools/bench/, under 10 minutes): each a ratio to an anchor measured in the
-# same rounds, one record appended to bench/history.jsonl and compared with the previous one of this machine
+# same rounds, one record appended to bench-records/history.jsonl and compared with the previous one of this machine
 # class, then BENCHMARKS.md's generated section rewritten from it. BENCH_ARGS=--force measures on a busy machine.
 BENCH_ARGS ?=
 bench: build

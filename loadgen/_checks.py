@@ -13,21 +13,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadgen._recorder import Snapshot, quantile
+from py_client.durations import DURATION_HELP, parse_duration
 
 EXIT_CHECK_FAILED = 3
 
 CHECK_HELP = ("conditions joined by ',', each METRIC OP VALUE with OP one of < <= > >= == !=; METRIC: "
               "failures, failure_ratio, requests, rps, cpu (generator CPU in cores), "
               "avg, max, pNN / pNN.N (e.g. p95, p99.9); avg/max/pNN take an optional (Method), "
-              "e.g. p95(Echo), default all of Upload, Download, Echo; VALUE: a number, times with "
-              "us/ms/s (default s), failure_ratio and cpu as a fraction or with %; "
+              "e.g. p95(Echo), default all of Upload, Download, Echo; VALUE: a number, times as durations "
+              "(20us, 50ms, 2s, 1m30s; a bare number is seconds), failure_ratio and cpu as a fraction or with %; "
               "e.g. failures==0,p95<2s,p99(Echo)<=50ms,cpu<0.9")
 _CHECK_RE = re.compile(
     r"\s*(?P<metric>failures|failure_ratio|requests|rps|cpu|avg|max|p(?P<q>[0-9]{1,2}(?:\.[0-9]+)?))"
     r"\s*(?:\((?P<method>[A-Za-z]+)\))?\s*(?P<op><=|>=|==|!=|<|>)\s*"
-    r"(?P<value>[0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)\s*(?P<unit>us|µs|ms|s|%)?\s*"
+    r"(?P<value>[0-9][0-9a-z.%-]*)\s*"
 )
-_TIME_UNITS = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+# A number (an exponent allowed), then % for a ratio; a time is read by py_client/durations.py instead.
+_NUMBER_RE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)(?P<percent>%)?")
 CHECK_METHODS = ("Upload", "Download", "Echo", "Meta", "UploadChunk", "DownloadChunk")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
@@ -49,19 +51,21 @@ class Check:
         return _OPS[self.op](actual, self.value)
 
 
-def _scaled_value(metric: str, value: float, unit: str | None, item: str, text: str) -> float:
-    """The threshold in the check's unit: seconds, a fraction, or cores."""
+def _scaled_value(metric: str, value: str, item: str, text: str) -> float:
+    """The threshold in the check's unit: seconds (a duration, py_client/durations.py), a fraction, or cores."""
     if metric in TIMED:
-        if unit == "%":
-            raise ValueError(f"--xfer-check {text!r}: {item!r} is a time: use s, ms or us")
-        return value * _TIME_UNITS[unit]
+        try:
+            return parse_duration(value, what="time")
+        except ValueError:
+            raise ValueError(f"--xfer-check {text!r}: {item!r} is a time: want {DURATION_HELP}") from None
+    m = _NUMBER_RE.fullmatch(value)
     if metric in ("failure_ratio", "cpu"):
-        if unit not in (None, "%"):
+        if m is None:
             raise ValueError(f"--xfer-check {text!r}: {metric} is a ratio: a fraction or N%")
-        return value / 100.0 if unit == "%" else value
-    if unit is not None:
+        return float(m.group("number")) / (100.0 if m.group("percent") else 1.0)
+    if m is None or m.group("percent"):
         raise ValueError(f"--xfer-check {text!r}: {metric} takes a plain number")
-    return value
+    return float(m.group("number"))
 
 
 def _parse_one(item: str, text: str) -> Check:
@@ -80,7 +84,7 @@ def _parse_one(item: str, text: str) -> Check:
     if method is not None and method not in CHECK_METHODS:
         raise ValueError(f"--xfer-check {text!r}: unknown method {method!r}; "
                          f"want one of {', '.join(CHECK_METHODS)}")
-    value = _scaled_value(metric, float(m.group("value")), m.group("unit"), item.strip(), text)
+    value = _scaled_value(metric, m.group("value"), item.strip(), text)
     return Check(item.strip(), metric, m.group("op"), value, quantile_q, method)
 
 

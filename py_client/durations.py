@@ -100,15 +100,3 @@ def parse_duration_us(value: str | int | float, *, what: str = "duration") -> in
 def parse_duration(value: str | int | float, *, what: str = "duration") -> float:
     """`value` in seconds (parse_duration_us / 1e6); each caller bounds it and says so."""
     return parse_duration_us(value, what=what) / US_PER_S
-
-
-def format_duration(us: int) -> str:
-    """A spelling of `us` microseconds in the grammar, largest units first: 90_000_000 -> '1m30s'."""
-    if us == 0:
-        return "0s"
-    out = []
-    for unit, size in UNITS.items():
-        n, us = divmod(us, size)
-        if n:
-            out.append(f"{n}{unit}")
-    return "".join(out)

@@ -51,7 +51,6 @@ CallSpec = tuple[str, Body] | tuple[str, Body, type[Message]]
 _RECV_SIZE = 256 << 10
 _BIG_FRAME = 256 << 10  # frames larger than this are received straight into their own buffer
 _POLL_IN = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
-_POLL_OUT = select.POLLOUT | select.POLLERR | select.POLLHUP
 
 
 class _ConnectionLost(Exception):

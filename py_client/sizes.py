@@ -39,11 +39,3 @@ def parse_size(text: str | int, *, what: str = "size", lo: int = 0, hi: int | No
     if hi is not None and not lo <= n <= hi:
         raise ValueError(f"{what} {text!r} = {n} bytes is outside {lo}..{hi}")
     return n
-
-
-def format_size(n: int) -> str:
-    """The shortest exact spelling of n bytes in the grammar: 65536 -> '64KiB', 1000 -> '1000'."""
-    for suffix in ("GiB", "MiB", "KiB"):
-        if n and n % SUFFIXES[suffix] == 0:
-            return f"{n // SUFFIXES[suffix]}{suffix}"
-    return str(n)

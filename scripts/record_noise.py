@@ -1,5 +1,5 @@
 """Writes tests/data/recorded_noise.json from a real run: the per-run values of the verdict metrics of every
-cell, aligned by pair (round or duet), which tests/unit/test_stats.py resamples to simulate A/A experiments.
+cell, aligned by pair (round or duet), which tests/analysis/test_stats.py resamples to simulate A/A experiments.
 
     .venv/bin/xferbench run RUN.toml --out DIR && .venv/bin/python scripts/record_noise.py DIR "how DIR was made"
 

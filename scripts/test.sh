@@ -47,13 +47,16 @@ case "$suite" in
   slow)
     phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=30 GO_FUZZ_EXECS=30000  # bounded for CI
     phase pytest-slow pytest_marked slow slow
-    phase fresh-check make --no-print-directory fresh-check
+    phase fresh-check make --no-print-directory fresh-check FRESH_SUITE=smoke  # the fast suite inside: make fresh-check
     ;;
   *)
     echo "usage: scripts/test.sh fast|slow" >&2
     exit 2
     ;;
 esac
+
+# The Podman service `make containers` started for this suite (xferbench/run/containers/engine.py), stopped.
+.venv/bin/python -m xferbench.run.containers --stop
 
 printf '\n== %s: time by phase\n' "$suite"
 for i in "${!phases[@]}"; do

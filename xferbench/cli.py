@@ -1,4 +1,4 @@
-"""The `xferbench` command: run, compare, report, list, stack, cost, export, images, bench."""
+"""The `xferbench` command: run, compare, report, list, hosts, stack, cost, export, images, bench."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from py_client.durations import DURATION_HELP, parse_duration
@@ -22,6 +23,7 @@ from xferbench.tools import cost, export, stack
 from xferbench.tools.bench import command as bench
 
 if TYPE_CHECKING:
+    from xferbench.analysis.runmeta import Placement
     from xferbench.measure.sources import MetricsSource
     from xferbench.run.sweep import SweepResult
 
@@ -60,7 +62,8 @@ def ranked_comparisons(meta: RunMeta, rows: list[RunRow]) -> tuple[str, list[sta
 def _refuse(err: Console, text: str) -> int:
     # Wrapped to the terminal's width on a terminal; one line each in a log or a pipe, where a wrap at 80
     # columns would cut a path or a key in two.
-    err.print(f"[red]error:[/] {text}", highlight=False, soft_wrap=not err.is_terminal)
+    # The text is escaped: "[hosts.gen3]", "[servers.limits]" are TOML tables, not rich's markup.
+    err.print(f"[red]error:[/] {escape(text)}", highlight=False, soft_wrap=not err.is_terminal)
     return 2
 
 
@@ -80,12 +83,17 @@ def _checked_experiment(args: argparse.Namespace, err: Console) -> config.Experi
             _refuse(err, f"--backend {args.backend}: cell {limited[0]!r} has [servers.limits], which only "
                     "containers get (--backend docker)")
             return None
+        remote = [c.name for c in exp.cells if c.load.hosts]
+        if args.backend == "docker" and remote:
+            _refuse(err, f"--backend docker: cell {remote[0]!r} has its load on other hosts ([load] hosts), and servers "
+                    "in containers take a load from this machine only, for now")
+            return None
         exp = dataclasses.replace(exp, backend=args.backend)
     if exp.profile:
         from xferbench.measure import profile
 
         try:
-            profile.check({c.server for c in exp.cells}, [c.command for c in exp.cells])
+            profile.check(c.kind for c in exp.cells)
         except profile.ProfileError as e:
             _refuse(err, str(e))
             return None
@@ -119,10 +127,10 @@ def _metrics_source(args: argparse.Namespace, err: Console) -> MetricsSource | N
 
 def _run_exit_status(res: SweepResult, run_dir: Path) -> int:
     """Prints the run's final table and where its report is; the exit status says how the sweep ended."""
-    from xferbench import report
     from xferbench.progress import final_table
+    from xferbench.report import artifacts
 
-    s = report.write_all(run_dir)
+    s = artifacts.write_all(run_dir)
     out = _console()
     out.print(final_table(s))
     failed = res.failed
@@ -148,6 +156,19 @@ def _probe(exp: config.Experiment) -> str | None:
     return None
 
 
+def _host_check(exp: config.Experiment, err: Console) -> Placement | None:
+    """The host check of an experiment with [hosts] (xferbench/run/hostcheck.py): the placement, or None once
+    the refusal naming the host is printed."""
+    from xferbench.run import hostcheck
+
+    err.print(f"checking hosts {escape(', '.join(exp.hosts))} over ssh", highlight=False)
+    try:
+        return hostcheck.check(exp)
+    except hostcheck.HostCheckError as e:
+        _refuse(err, f"host check: {e}")
+        return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from xferbench.progress import RichProgress
     from xferbench.run import sweep
@@ -165,6 +186,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else Path(args.results) / f"{sweep.utc_stamp()}-{exp.name}"
     if run_dir.exists() and any(run_dir.iterdir()):
         return _refuse(err, f"{run_dir} exists and is not empty")
+    placement = None
+    if exp.hosts:  # before any server starts: a host that cannot take its part is the likelier mistake
+        placement = _host_check(exp, err)
+        if placement is None:
+            return 2
     if not args.no_probe and (refusal := _probe(exp)):
         return _refuse(err, refusal)
     until = None
@@ -173,19 +199,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         until = sweep.UntilCI(target, args.budget, ranked_comparisons)
         if exp.repeats < stats.MIN_REPEATS:
             exp = exp.with_overrides(repeats=stats.MIN_REPEATS)  # the first interval needs 3 rounds
-    res = sweep.sweep(exp, run_dir, source=source, progress=RichProgress(err), until_ci=until)
+    res = sweep.sweep(exp, run_dir, source=source, progress=RichProgress(err), until_ci=until, placement=placement)
     return _run_exit_status(res, run_dir)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from xferbench import report
     from xferbench.progress import final_table
+    from xferbench.report import artifacts
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "runs.jsonl").exists():
         return _refuse(Console(stderr=True), f"{run_dir} has no runs.jsonl")
     try:
-        s = report.write_all(run_dir)
+        s = artifacts.write_all(run_dir)
     except RunDirError as e:
         return _refuse(Console(stderr=True), str(e))
     _console().print(final_table(s))
@@ -233,6 +259,36 @@ def cmd_list(args: argparse.Namespace) -> int:
                   e.description)
     _console().print(t)
     return status
+
+
+def cmd_hosts_check(args: argparse.Namespace) -> int:
+    """`xferbench hosts check EXPERIMENT`: what `xferbench run` checks of its [hosts] before the first cell."""
+    err = Console(stderr=True)
+    try:
+        exp = config.load_file(args.experiment)
+    except config.ExperimentError as e:
+        return _refuse(err, str(e))
+    if not exp.hosts:
+        return _refuse(err, f"{args.experiment}: no [hosts.NAME] table; nothing to check")
+    placement = _host_check(exp, err)
+    if placement is None:
+        return 2
+    t = Table(title=f"hosts of {exp.name}")
+    for col in ("host", "ssh", "role", "address", "CPUs (free)", "kernel", "CPU model", "clock offset", "Python",
+                "Locust", "project"):
+        t.add_column(col)
+    for f in placement.hosts:
+        free = f" ({f.cpus_free:.1f})" if f.cpus_free is not None else ""
+        t.add_row(f.name, f.ssh, ", ".join(f.roles) or "-", f.address or "?", f"{f.cpus}{free}", f.kernel or "?",
+                  f.cpu_model or "?", f.clock_text(),
+                  f"{f.python} ({f.python_version})", f.locust or "?", f.project or "?")
+    out = _console()
+    out.print(t)
+    if placement.server_address:
+        out.print(f"the servers will listen for the load on {placement.server_address}, which every load host "
+                  "reached", highlight=False)
+    out.print(f"placement: {placement.text}", highlight=False, soft_wrap=True)
+    return 0
 
 
 def _positive_int(text: str) -> int:
@@ -321,6 +377,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(fn=cmd_report)
     ls = sub.add_parser("list", help="list the shipped experiments")
     ls.set_defaults(fn=cmd_list)
+    hs = sub.add_parser("hosts", help="the hosts of an experiment's [hosts] tables")
+    hsub = hs.add_subparsers(dest="hosts_cmd", required=True)
+    hc = hsub.add_parser(
+        "check",
+        help="check each host as `xferbench run` does before its first cell: ssh, its Python, Locust and project "
+             "version, clock offset, CPUs, and that each load host reaches this machine",
+        epilog="exit status: 0 every host passed, 2 a host failed (named) or the experiment was refused",
+    )
+    hc.add_argument("experiment")
+    hc.set_defaults(fn=cmd_hosts_check)
     stack.add_parser(sub)
     cost.add_parser(sub)
     export.add_parser(sub)

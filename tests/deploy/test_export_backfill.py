@@ -7,7 +7,7 @@ exported with `--tsdb`, which backfills the samples and then the recording rules
 TSDB and each query is asked as Grafana's panel would over the run's range (query_range, template variables at
 All). The export itself goes through `cli.main` in this process (promtool and the Prometheus it backfills with
 are real processes all the same). A run and a backfill take 20 s: the whole module is make test-slow's, and
-make test keeps export's refusals (test_export.py).
+make test keeps export's refusals (tests/tools/test_export.py).
 """
 
 from __future__ import annotations

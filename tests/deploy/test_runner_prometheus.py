@@ -57,7 +57,7 @@ def close(a: float | None, b: float | None, tol: float) -> bool:
     return abs(a - b) <= tol * max(abs(a), abs(b), 1e-12)
 
 
-@pytest.mark.slow  # make test's tests/runner/test_run_prometheus.py scrapes a run
+@pytest.mark.slow  # make test's tests/run/test_run_prometheus.py scrapes a run
 def test_promql_and_scraper_agree_on_one_cell(tmp_path: Path) -> None:
     from xferbench import config
     from xferbench.measure import figures

@@ -17,6 +17,7 @@ import yaml
 
 from tests.deploy.promcheck import DASHBOARDS, DEPLOY, ROOT, load_dashboard, panels, variables
 from xferbench import cli
+from xferbench.config import servers
 from xferbench.measure import targets
 from xferbench.run.process import free_port
 from xferbench.tools import stack
@@ -43,6 +44,16 @@ def test_promtool_accepts_the_rules() -> None:
     assert rules
     r = promtool("check", "rules", *map(str, rules))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_configs_servers_are_the_registrys() -> None:
+    """prometheus.yml's server targets are written from xferbench/config/servers.py (`xferbench stack config`)."""
+    text = (PROM_DIR / "prometheus.yml").read_text()
+    assert stack.with_registry_targets(text) == text, \
+        "deploy/prometheus/prometheus.yml's servers differ from the registry's: run `xferbench stack config`"
+    assert cli.main(["stack", "config", "--check"]) == 0
+    stale = text.replace(f"{stack.GEN_END}\n", f"  - targets: [\"gone:1\"]\n{stack.GEN_END}\n")
+    assert "gone:1" not in stack.with_registry_targets(stale)
 
 
 def test_promtool_accepts_the_local_rewrite(tmp_path: Path) -> None:
@@ -88,7 +99,7 @@ def test_write_targets_is_file_sd_json(tmp_path: Path) -> None:
 def test_stack_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI round trip: up returns once ready, file discovery picks up a dropped target, down stops it.
     Through `cli.main` in this process (Prometheus is a real child process all the same); the command as a
-    process, `python -m xferbench stack up|status|down`, is tests/runner/test_stack.py's."""
+    process, `python -m xferbench stack up|status|down`, is tests/tools/test_stack.py's."""
     listen = f"127.0.0.1:{free_port()}"
     d = ["--dir", str(tmp_path)]
     try:
@@ -297,3 +308,25 @@ def test_c_runtime_image_carries_every_allocator() -> None:
     for lib in ("libjemalloc2", "libtcmalloc-minimal4", "libmimalloc2.0"):
         assert lib in runtime, f"the xferd-c runtime image lacks {lib}"
     assert "FROM runtime AS host" in text and "FROM runtime AS source" in text
+
+
+IMAGED = [s for s in servers.SERVERS.values() if s.image is not None]
+
+
+@pytest.mark.parametrize("spec", IMAGED, ids=[s.name for s in IMAGED])
+def test_images_and_compose_listen_on_the_registrys_ports(spec: servers.ServerSpec) -> None:
+    """A default port is written once, in the server's registry entry: its Dockerfile (EXPOSE, the default CMD) and
+    its compose service (listeners, published ports) only repeat it, and are held to it here."""
+    ports = set(spec.ports.values())
+    listen = {f"--{k}-addr=0.0.0.0:{p}" for k, p in spec.ports.items()}
+    ins = _instructions(DEPLOY / "docker" / f"{spec.image.name}.Dockerfile")
+    assert {int(p) for w, rest in ins if w == "EXPOSE" for p in rest.split()} == ports
+    assert [set(json.loads(rest)) for w, rest in ins if w == "CMD"] == [listen]
+    service = yaml.safe_load(COMPOSE.read_text())["services"][spec.name]
+    assert listen <= set(service["command"]), service["command"]
+    published = {int(p.rpartition(":")[2]) for p in service["ports"]}
+    defaults = {int(m) for p in service["ports"] for m in re.findall(r":-(\d+)\}", p)}
+    assert published == ports and defaults == ports, service["ports"]
+    # Every address of the service elsewhere in compose (Locust's default host, say) is one of its listeners.
+    for port in re.findall(rf"\b{re.escape(spec.name)}:(\d+)", COMPOSE.read_text()):
+        assert int(port) in ports, f"{spec.name}:{port} in docker-compose.yml"

@@ -2,7 +2,7 @@
 deploy/README.md, proto/PROTOCOL.md and docs/*.md. A path is a backticked word (or a link target) that starts
 with one of the repository's top-level entries or with a directory beside the document, or a file name with a
 known extension; it may be relative to the document, the repository, or a directory named earlier in the same
-section (`tests/fault/` … `test_toxics.py`). Globs must match."""
+section (`tests/servers/fault/` … `test_toxics.py`). Globs must match."""
 
 from __future__ import annotations
 
@@ -92,5 +92,5 @@ def test_the_path_check_sees_paths() -> None:
     """It finds what a document names (so an empty result above means something)."""
     readme = (ROOT / "README.md").read_text()
     named = [w for _n, line in prose_lines(readme) for w in named_in_line(line)]
-    assert "proto/PROTOCOL.md" in named and "tests/badinput/" in named
+    assert "proto/PROTOCOL.md" in named and "tests/servers/badinput/" in named
     assert looks_like_a_path("servers/go/nope.go", [ROOT]) and not exists("servers/go/nope.go", [ROOT])

@@ -27,22 +27,22 @@ QUICK_TIMEOUT_S = 60.0
 DEMO_TIMEOUT_S = 600.0  # make demo builds first (a no-op once built), then about 20 s
 # Commands not run here, by pattern, with the reason.
 NOT_RUN = {
-    r"^make run$": "a 3-minute experiment: tests/runner/test_quick_e2e.py runs a short one",
+    r"^make run$": "a 3-minute experiment: tests/run/test_quick_e2e.py runs a short one",
     r"^make test$": "the whole suite, of which this test is a part",
-    r"^xferbench run experiments/soak\.toml$": "40 minutes: tests/runner/test_soak.py runs short soaks, and a "
+    r"^xferbench run experiments/soak\.toml$": "40 minutes: tests/measure/test_soak.py runs short soaks, and a "
     "3-minute one in make test-slow",
-    r"^xferbench run experiments/profile-demo\.toml$": "3 minutes: tests/runner/test_profile.py runs profiled "
+    r"^xferbench run experiments/profile-demo\.toml$": "3 minutes: tests/measure/test_profile.py runs profiled "
     "cells of both servers",
-    r"^xferbench run experiments/netrpc-stress\.toml$": "21 minutes: tests/runner/test_stress_matrix.py runs a "
+    r"^xferbench run experiments/netrpc-stress\.toml$": "21 minutes: tests/run/test_stress_matrix.py runs a "
     "2 x 2 matrix",
     r"^xferbench run experiments/quick\.toml --prometheus ": "an experiment: tests/deploy/test_runner_prometheus.py "
     "measures a cell through Prometheus",
-    r"^make containers$": "in make test (it imports a debootstrap base image); tests/containers/ use what it prepares",
-    r"^xferbench run experiments/containers\.toml$": "about 12 minutes on the container engine: tests/containers/ "
+    r"^make containers$": "in make test (it imports a debootstrap base image); tests/run/containers/ use what it prepares",
+    r"^xferbench run experiments/containers\.toml$": "about 12 minutes on the container engine: tests/run/containers/ "
     "run the container backend's cells",
     r"^xferbench run experiments/quick\.toml --backend docker$": "3 minutes on the container engine: "
-    "tests/containers/ run the container backend's cells",
-    r"^(make build && )?xferbench images build\b": "minutes of image builds: tests/deploy/test_images.py and the "
+    "tests/run/containers/ run the container backend's cells",
+    r"^(make build && )?xferbench images build\b": "minutes of image builds: tests/run/containers/test_images.py and the "
     "container tests build the same images through xferbench.run.containers.images",
     r"^docker-compose -p xferbench -f deploy/docker-compose\.yml ": "the stack in containers: "
     "tests/deploy/test_compose_stack.py brings it up with these files, loads it and takes it down",
@@ -145,7 +145,7 @@ def test_client_commands_work_as_written(servers: dict[str, RunningServer], tmp_
 
 
 # In make test-slow (20 s, one stack per `up` line); make test keeps up/status/down in tests/deploy/test_static.py
-# and tests/runner/test_stack.py.
+# and tests/tools/test_stack.py.
 @pytest.mark.slow
 def test_stack_commands_work_as_written(tmp_path: Path) -> None:
     """Each `stack up` line, then `status` and `down`, on a private folder and a free port."""

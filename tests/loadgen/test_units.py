@@ -90,9 +90,11 @@ def test_checks() -> None:
     assert math.isclose(cs[4].value, 0.01)
     assert math.isclose(cs[6].value, 0.9)  # cpu in cores: 90% of one core
     assert math.isclose(xc.parse_checks("cpu<0.9")[0].value, 0.9)
+    # Times are durations in the one grammar (py_client/durations.py): compound terms, no other unit spelling.
+    assert xc.parse_checks("max<1m30s")[0].value == 90.0 and math.isclose(xc.parse_checks("avg<20us")[0].value, 2e-5)
     assert cs[0].holds(0) and not cs[0].holds(1)
     for bad in ("p95", "p95<<2", "failures(Echo)==0", "p95(Stat)<1s", "p0<1s", "p95<2%", "latency<1",
-                "requests<5ms"):
+                "requests<5ms", "p95<2µs", "p95<1m30", "p95<2 s"):
         with pytest.raises(ValueError, match="--xfer-check"):
             xc.parse_checks(bad)
     assert xc.parse_checks("") == []
@@ -101,7 +103,7 @@ def test_checks() -> None:
 def test_bounds_contain_protocol_bounds() -> None:
     assert set(map(float, xm.PROTOCOL_BOUNDS)) <= set(xm.BOUNDS)
     assert list(xm.BOUNDS) == sorted(set(xm.BOUNDS))
-    assert xm.BOUNDS[0] == 0.0001 and 10.0 in xm.BOUNDS
+    assert xm.BOUNDS[0] == 0.00001 and 10.0 in xm.BOUNDS
 
 
 def test_fine_histogram_quantiles_within_one_percent() -> None:

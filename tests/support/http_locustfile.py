@@ -1,4 +1,4 @@
-"""A user's own locustfile, as `[load] locustfile` runs it (tests/runner/test_user_load.py): a plain HTTP
+"""A user's own locustfile, as `[load] locustfile` runs it (tests/run/test_user_load.py): a plain HTTP
 user against `python -m http.server`, the way a user outside this repository would write one. The runner
 gives it the server's address as `--host http://127.0.0.1:PORT`; a short wait keeps the request count small
 enough that the server's log can be counted line by line."""

@@ -1,4 +1,4 @@
-"""A user locustfile with an option of its own, as `[load] options` passes it (tests/runner/test_preflight.py):
+"""A user locustfile with an option of its own, as `[load] options` passes it (tests/run/test_preflight.py):
 `--greeting` is added to Locust's parser, and Locust stops before any user starts unless it is "hello"."""
 
 import sys

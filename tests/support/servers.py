@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xferbench.config import SERVER_SPECS
+from xferbench.config import servers as registry
 from xferbench.run.process import READY_TIMEOUT_S, STOP_GRACE_S, Server, ServerStartError, parse_ready_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ class ServerKind:
 # `conformance` false, e.g. bare-echo's Echo) is measured by the runner but not held to every suite.
 SERVERS: dict[str, ServerKind] = {
     name: ServerKind(spec.name, spec.binary_env, spec.transports, spec.port0_flags)
-    for name, spec in SERVER_SPECS.items()
+    for name, spec in registry.SERVERS.items()
     if spec.conformance
 }
 

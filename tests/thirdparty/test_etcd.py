@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tests.runner.conftest import xferbench_run
+from tests.support.runs import xferbench_run
 from tests.thirdparty.conftest import ROOT, THIRD_PARTY, Etcd, locust_total, metric
 
 EXPERIMENT = THIRD_PARTY / "etcd.toml"

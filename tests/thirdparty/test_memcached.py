@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.runner.conftest import xferbench_run
+from tests.support.runs import xferbench_run
 from tests.thirdparty.conftest import ROOT, THIRD_PARTY, locust_total, memcached_stats
 
 LOCUSTFILE = THIRD_PARTY / "memcached_locustfile.py"

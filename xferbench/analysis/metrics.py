@@ -1,9 +1,11 @@
 """The figures the reports summarise across repeats, one row each: the only place a figure's title, unit,
 better direction and role are spelled.
 
-A new figure is one row here plus the code that measures it (xferbench/measure/figures.py, or whatever fills the
-RunRow field of the same name). Everything else reads this table: the statistics per cell and against the
-baseline (report/summary.py), summary.csv, summary.md, report.html, the terminal's tables (progress.py) and
+A new figure is one row here, the RunRow field of its name and the key of the same name and type in `Figures`
+(xferbench/analysis/row.py), plus the code that measures it (xferbench/measure/figures.py, or whatever hands the
+row that key): a row here that is no `Figures` key fails test_metrics.py, and a key the measuring code
+misspells fails the type check. Everything else reads this table: the statistics per cell and against the
+baseline (xferbench/analysis/summary.py), summary.csv, summary.md, report.html, the terminal's tables (progress.py) and
 `xferbench compare`.
 
 A figure's role decides what a difference from the baseline may be called:
@@ -43,7 +45,7 @@ CAPACITY_PRECISION = 0.10
 
 @dataclass(frozen=True)
 class Metric:
-    name: str  # the RunRow field, and summary.csv's column prefix
+    name: str  # the RunRow field and Figures key (xferbench/analysis/row.py), and summary.csv's column prefix
     title: str
     unit: str  # as report/fmt.py's value() prints it: s, B, B/s, req/s, cores, /s, or "" (a count or share)
     better: Better

@@ -4,13 +4,16 @@ The runner fills a `RunRow` as the run goes (identity first, then the figures of
 the soak's or the capacity search's own), writes `to_json()`, and the reports read it back with
 `from_json()`. The JSON keys are the field names, exactly as before this type existed, so older run
 directories still load; a key this version does not know is kept in `extra` and written back unchanged.
+
+What the measuring code hands the row travels as `Figures`, a TypedDict whose keys are RunRow's figure fields:
+a misspelt figure name is a type error (mypy --strict, `make lint`), never a key that lands in `extra`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 Status = Literal["ok", "failed", "interrupted"]
 STATUSES: tuple[Status, ...] = ("ok", "failed", "interrupted")
@@ -67,6 +70,10 @@ class RunRow:
     # A user locustfile's run ([load] locustfile): Locust's own statistics of its whole run, warm-up included
     # (requests, failures, p50_s, p95_s, p99_s, rps; xferbench/run/generators.py locust_stats)
     locust_stats: dict[str, float | None] | None = None
+    # A load on other hosts ([load] hosts): per host, its Locust workers' share of the window (client_qps,
+    # client_requests, gen_cpu_cores and per worker process), its CPUs' idle cores, and whether it saturated
+    # (xferbench/run/generators.py LocustGenerator.host_figures)
+    load_hosts: dict[str, dict[str, Any]] | None = None
 
     # One dict per level of a stepped load (xferbench/measure/steps.py): users, its window's figures, gen_saturated.
     steps: list[dict[str, Any]] | None = None
@@ -75,6 +82,9 @@ class RunRow:
     server_qps: float | None = None
     server_p95_s: float | None = None
     server_p99_s: float | None = None
+    # A latency quantile the server's histogram cannot resolve (it lies in the first bucket): its figure is None and
+    # here is the bucket's bound, which the reports show as "≤ bound" (xferbench/measure/scrape.first_bucket_bound).
+    quantile_bounds: dict[str, float] | None = None
     server_errors: float | None = None
     server_cpu_cores: float | None = None
     server_bytes_per_s: float | None = None
@@ -100,7 +110,7 @@ class RunRow:
     alloc_resident_bytes: float | None = None
     alloc_resident_peak_bytes: float | None = None
     alloc_committed_bytes: float | None = None  # mimalloc exports this one only
-    scrape_check: dict[str, Any] | None = None  # with PromQL: the same server figures from the built-in scraper
+    scrape_check: Figures | None = None  # with PromQL: the same server figures from the built-in scraper
     cpu_profile: dict[str, Any] | None = None  # with profiling: {"samples": N, "shares": {bucket: share}}
 
     # --- the server's container (backend = "docker"; xferbench/run/containers/): its own cgroup's figures over
@@ -156,11 +166,13 @@ class RunRow:
     # Keys of a runs.jsonl line that this version does not know, kept so that a rewrite loses nothing.
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def set_figures(self, figures: Mapping[str, Any]) -> None:
-        """Sets every named figure; a name that is not a field is a programming error, not data to drop."""
+    def set_figures(self, figures: Figures) -> None:
+        """Sets every figure `figures` names (one it leaves out keeps its value). The type checker refuses a
+        name that is not a figure; one that gets past it (an untyped caller) is a programming error, not data
+        to drop."""
         for name, value in figures.items():
-            if name not in FIELD_NAMES:
-                raise KeyError(f"RunRow has no field {name!r}")
+            if name not in FIGURE_NAMES:
+                raise KeyError(f"RunRow has no figure {name!r}")
             setattr(self, name, value)
 
     def figure(self, name: str) -> float | None:
@@ -204,6 +216,113 @@ class RunRow:
         return cls(**known, extra=extra)
 
 
+class Figures(TypedDict, total=False):
+    """A run's figures by RunRow field, as the measuring code hands them to the row (`RunRow.set_figures`): each
+    key is a RunRow field of the same name and type (tests: test_run_row.py holds the two to it), and every
+    figure of the metric table (xferbench/analysis/metrics.py) is one. Besides the measured numbers, what comes
+    with them: the window's series file, the server's build labels, the built-in scraper's cross-check, a
+    stepped load's levels, the CPU profile, the container's and the soak's own. What a row says about which run
+    it is and how it went (cell, repeat, status, warnings, pids, ...) is not a figure. A key left out is a
+    figure not measured here: the row keeps what it had."""
+
+    # --- the processes
+    build_info: dict[str, str] | None
+    # --- the measured window: the load generator
+    duration_s: float | None
+    runner_cpu_cores: float | None
+    gen_cpu_cores: float | None
+    gen_cpu_cores_psutil: float | None
+    gen_cpus_idle_cores: float | None
+    gen_cpus_steal_cores: float | None
+    client_qps: float | None
+    client_bytes_per_s: float | None
+    client_upload_bytes_per_s: float | None
+    client_download_bytes_per_s: float | None
+    client_p50_s: float | None
+    client_p95_s: float | None
+    client_p99_s: float | None
+    client_requests: float | None
+    client_failures: float | None
+    client_failure_rate: float | None
+    client_users: float | None
+    client_methods: dict[str, dict[str, float | None]] | None
+    locust_stats: dict[str, float | None] | None
+    load_hosts: dict[str, dict[str, Any]] | None
+    steps: list[dict[str, Any]] | None  # xferbench/measure/steps.py Level.to_json()
+    # --- the measured window: the server
+    server_qps: float | None
+    server_p95_s: float | None
+    server_p99_s: float | None
+    quantile_bounds: dict[str, float] | None
+    server_errors: float | None
+    server_cpu_cores: float | None
+    server_bytes_per_s: float | None
+    server_requests: float | None
+    server_cpu_per_request_s: float | None
+    cpu_requests_from: str | None
+    server_cpu_per_op_s: float | None
+    server_cpu_per_gib_s: float | None
+    cpu_clock: str | None
+    cpu_selfreport_ratio: float | None
+    rss_peak_bytes: float | None
+    rss_mean_bytes: float | None
+    gc_pauses: float | None
+    gc_pause_total_s: float | None
+    gc_pause_p99_s: float | None
+    gc_cpu_share: float | None
+    gc_pause_per_request_s: float | None
+    heap_inuse_mean_bytes: float | None
+    alloc_allocated_bytes: float | None
+    alloc_resident_bytes: float | None
+    alloc_resident_peak_bytes: float | None
+    alloc_committed_bytes: float | None
+    scrape_check: Figures | None
+    cpu_profile: dict[str, Any] | None
+    # --- the server's container
+    ctr_mem_usage_bytes: float | None
+    ctr_mem_peak_bytes: float | None
+    ctr_mem_failcnt: float | None
+    ctr_oom_kills: float | None
+    ctr_oom_killed: bool | None
+    ctr_cpu_periods: float | None
+    ctr_cpu_throttled_periods: float | None
+    ctr_cpu_throttled_s: float | None
+    # --- the measured window: connections
+    conns_accepted_per_s: float | None
+    conns_opened_per_s: float | None
+    reconnects_per_s: float | None
+    time_wait_peak: int | None
+    # --- the measured window: the server's process tree
+    procs_peak: float | None
+    proc_threads_peak: float | None
+    proc_ctx_switches_per_s: float | None
+    proc_page_faults_per_s: float | None
+    proc_fds_peak: float | None
+    # --- files beside runs.jsonl
+    timeseries: str | None
+    soak_series: str | None
+    flamegraph: str | None
+    # --- a soak
+    soak_from_s: float | None
+    soak_window_s: float | None
+    soak_rss_growth: float | None
+    soak_heap_metric: str | None
+    soak_heap_growth: float | None
+    soak_fds_start: int | None
+    soak_fds_end: int | None
+    soak_threads_start: int | None
+    soak_threads_end: int | None
+    soak_goroutines_start: int | None
+    soak_goroutines_end: int | None
+    soak_verdict: str | None
+    soak_flags: list[str] | None
+    # --- a capacity search
+    capacity_status: str | None
+    capacity_rps: float | None
+    capacity_steps: list[dict[str, Any]] | None
+
+
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunRow) if f.name != "extra")
+FIGURE_NAMES: tuple[str, ...] = tuple(Figures.__annotations__)
 REQUIRED = ("cell", "server", "transport")
 NOT_NULL = ("axes", "config", "warnings", "repeat", "order", "pair", "source", "status")

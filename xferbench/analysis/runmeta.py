@@ -65,6 +65,75 @@ class Network:
 
 
 @dataclass
+class HostFacts:
+    """One [hosts.NAME] as the host check found it before the first cell (xferbench/run/hostcheck.py)."""
+
+    name: str
+    ssh: str  # the ssh target the experiment gave
+    roles: list[str] = field(default_factory=list)  # "load": the load's Locust workers run there
+    address: str | None = None  # the host's address, as this machine reached it (SSH_CONNECTION)
+    here: str | None = None  # this machine's address, as the host sees it
+    hostname: str | None = None
+    kernel: str | None = None
+    cpu_model: str | None = None
+    cpus: int | None = None  # the CPUs its processes may run on
+    cpus_free: float | None = None  # idle CPUs over a short sample of /proc/stat, in cores
+    clock_offset_s: float | None = None  # its clock minus this machine's
+    clock_uncertainty_s: float | None = None  # half the best round trip: the offset is within ± this
+    python: str | None = None  # the Python it runs the load with, and its version
+    python_version: str | None = None
+    locust: str | None = None
+    project: str | None = None  # `git describe --always --dirty` of its checkout, else the package version
+
+    def describe(self) -> str:
+        """ "gen1 (10.77.0.2: 2 CPUs, 1.9 free, Linux 6.1.0, AMD EPYC 7B13, clock +0.2 ms ± 0.3 ms)"."""
+        parts = []
+        if self.cpus is not None:
+            parts.append(f"{self.cpus} CPU{'s' * (self.cpus != 1)}"
+                         + (f", {self.cpus_free:.1f} free" if self.cpus_free is not None else ""))
+        if self.kernel:
+            parts.append(f"Linux {self.kernel}")
+        if self.cpu_model:
+            parts.append(self.cpu_model)
+        if self.clock_offset_s is not None:
+            parts.append(f"clock {self.clock_text()}")
+        where = f"{self.address}: " if self.address else ""
+        return f"{self.name} ({where}{', '.join(parts)})"
+
+
+    def clock_text(self) -> str:
+        """Its clock offset and uncertainty: "+0.2 ms ± 0.3 ms", "-40 µs ± 25 µs"; "?" unknown."""
+        if self.clock_offset_s is None:
+            return "?"
+        unc = f" ± {_duration(self.clock_uncertainty_s)}" if self.clock_uncertainty_s is not None else ""
+        return f"{'-' if self.clock_offset_s < 0 else '+'}{_duration(abs(self.clock_offset_s))}{unc}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+@dataclass
+class Placement:
+    """Where a run's parts ran when it has [hosts]: the servers and the Locust master on this machine, listening on
+    `server_address` for the load; the load's workers on the hosts whose roles say so."""
+
+    server_address: str | None = None  # None: the servers kept to loopback (no load on another host)
+    hosts: list[HostFacts] = field(default_factory=list)
+    text: str | None = None
+
+    def describe(self) -> str:
+        load = [h.describe() for h in self.hosts if "load" in h.roles]
+        other = [h.describe() for h in self.hosts if "load" not in h.roles]
+        if load:
+            out = (f"servers and the Locust master on this machine, listening on {self.server_address}; "
+                   f"Locust workers on {', '.join(load)}")
+        else:
+            out = "servers and the load on this machine"
+        return out + (f"; also checked: {', '.join(other)}" if other else "")
+
+
+@dataclass
 class UntilCIState:
     """Why --until-ci stopped adding rounds, and the widest interval it saw then."""
 
@@ -102,6 +171,7 @@ class RunMeta:
     network: Network | None = None
     profile: bool = False
     backend: str = "process"
+    placement: Placement | None = None  # an experiment with [hosts]: the host check's facts
     until_ci: UntilCIState | None = None
     finished_at: str | None = None
     interrupted: bool | None = None
@@ -111,7 +181,7 @@ class RunMeta:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["extra"]
-        for key in _LATE:
+        for key in (*_LATE, "placement"):  # placement: only a run with [hosts] has one; older files stay as they were
             if out[key] is None:
                 del out[key]
         if out.get("until_ci") and out["until_ci"]["more"] is None:

@@ -16,7 +16,7 @@ cannot produce an interval wider than the sample's range, so its true coverage a
 the exact Mann-Whitney interval behind Hodges-Lehmann cannot reach 95% at all below n = 4 per side
 (the smallest two-sided p at n = 3 is 0.1). The t-interval's coverage is exact for log-normal noise
 at any n >= 2 and widens honestly when repeats disagree. Kalibera & Jones, "Rigorous Benchmarking in
-Reasonable Time" (ISMM 2013), build their ratio intervals the same way; tests/unit/test_stats.py checks
+Reasonable Time" (ISMM 2013), build their ratio intervals the same way; tests/analysis/test_stats.py checks
 coverage and the false-verdict rate by simulation from recorded per-run noise.
 
 **Verdicts** over one report are a family of tests (every compared cell x every verdict metric), so
@@ -55,6 +55,9 @@ NOT_POSITIVE = "no CI (values <= 0)"
 NO_DATA = "no data"
 ZERO_BASE = "baseline is zero"
 HELD = "held fixed by the load"  # a figure the experiment fixes by design (QPS under an offered rate), never judged
+# A figure per request as the server counts them, between cells whose servers count different things as a request
+# (a gRPC call is a whole transfer, a frame call one chunk): its ratio is shown, never judged.
+UNLIKE = "not compared: the servers count requests differently"
 DIAGNOSTIC = "diagnostic: no verdict"  # a figure of the instrument (xferbench/analysis/metrics.py), never judged
 
 
@@ -84,6 +87,8 @@ class Estimate:
     center: float | None  # geometric mean (arithmetic mean when a value is <= 0)
     lo: float | None  # None: no CI
     hi: float | None
+    # No value, but every run's was at most this: a quantile under its histogram's first bucket (RunRow.quantile_bounds)
+    bound: float | None = None
 
     @property
     def has_ci(self) -> bool:

@@ -81,6 +81,12 @@ class Summary:
 
         return [m.name for m in METRICS if present(m)]
 
+    def shown_metrics(self) -> list[str]:
+        """present_metrics, and the quantiles no cell could resolve but some bounded ("≤ 5 ms"): shown, not judged."""
+        present = set(self.present_metrics())
+        return [m.name for m in METRICS
+                if m.name in present or any(c.est.get(m.name) is not None and c.est[m.name].bound for c in self.cells)]
+
     @property
     def aa_cell(self) -> str | None:
         name = self.meta.aa_cell
@@ -153,12 +159,52 @@ def _cells(meta: RunMeta, rows: list[RunRow]) -> dict[str, CellSummary]:
                 c.warnings.append(w)
     for c in cells.values():
         for m in METRICS:
-            c.est[m.name] = stats.estimate(c.values.get(m.name, []))
+            bound = _bound(rows, c, m.name)
+            if bound is not None:
+                # Some runs could only bound it: the others' values are the slower runs, so their mean would be
+                # biased up. The cell's figure is the bound alone, shown ("≤ 5.00 ms") and never compared.
+                c.values.pop(m.name, None)
+                c.by_pair.pop(m.name, None)
+                c.est[m.name] = replace(stats.estimate([]), bound=bound)
+            else:
+                c.est[m.name] = stats.estimate(c.values.get(m.name, []))
     return cells
+
+
+def _bound(rows: list[RunRow], c: CellSummary, metric: str) -> float | None:
+    """When some completed run of the cell could not resolve the figure (RunRow.quantile_bounds), the most any
+    run's could be: the largest of its bounds and of the other runs' values. Otherwise None."""
+    ok = [r for r in rows if r.ok and r.cell == c.name]
+    bounds = [r.quantile_bounds[metric] for r in ok if r.quantile_bounds and metric in r.quantile_bounds]
+    return max([*bounds, *c.values.get(metric, [])]) if bounds else None
 
 
 # What a fixed offered load holds fixed: every cell serves the rate it is offered, so these say nothing of it.
 HELD_BY_LOAD = ("client_qps", "server_qps", "client_bytes_per_s")
+
+
+# Figures per request as the server counts them (server_cpu_per_request_s only where the server's count divided).
+PER_SERVER_REQUEST = ("server_cpu_per_request_s", "server_qps", "server_p95_s", "server_p99_s", "gc_pause_per_request_s")
+
+
+def request_units(meta: RunMeta) -> set[str]:
+    """What one request is, as each cell's server counts it: a gRPC call moves a whole file however it is
+    chunked, while the frame protocol makes every chunk a call of its own, so its chunk size sets the count."""
+    units = set()
+    for cfg in meta.cell_configs.values():
+        load = cfg.get("load") or {}
+        transport = cfg.get("transport") or load.get("transport") or "grpc"
+        units.add(f"a frame call of a {load.get('chunk')} chunk" if transport == "frame" else f"a {transport} call")
+    return units
+
+
+def unlike_requests(meta: RunMeta, rows: list[RunRow]) -> set[str]:
+    """The figures per server request these cells cannot compare: all of them when the cells' servers count
+    requests differently (request_units), except CPU per request where every run divided by the client's count."""
+    if len(request_units(meta)) < 2:
+        return set()
+    by_client = all(r.cpu_requests_from == "client" for r in rows if r.ok)
+    return {m for m in PER_SERVER_REQUEST if not (m == "server_cpu_per_request_s" and by_client)}
 
 
 def offered(meta: RunMeta) -> bool:
@@ -180,20 +226,27 @@ def rank_metric(meta: RunMeta, rows: list[RunRow]) -> tuple[str, str]:
             "fixed offered load (a paced locustfile): every cell served the same rate, so its cost differs"
         )
     if "open" in modes:
-        transports = {(cfg.get("transport")) for cfg in meta.cell_configs.values()}
-        if len(transports) > 1:
+        if "server_cpu_per_request_s" in unlike_requests(meta, rows):
             return "server_cpu_per_gib_s", (
-                "fixed offered load over different transports: a gRPC stream counts as one request where the frame "
-                "protocol counts every chunk, so the cost per GiB moved ranks"
+                "fixed offered load over servers that count requests differently (a gRPC call moves a whole file, a "
+                "frame call one chunk), so the cost per GiB moved ranks"
             )
         return "server_cpu_per_request_s", "fixed offered load: every cell served the same rate, so its cost differs"
-    saturated = [r for r in rows if (r.gen_cpu_cores or 0) > GEN_SATURATED_CORES]
+    saturated = [r for r in rows if _generator_saturated(r)]
     if saturated:
         return "server_cpu_per_request_s", (
             f"closed loop with the load generator saturated in {len(saturated)} run{'s' * (len(saturated) != 1)}: "
             "client QPS would measure Locust, so the server's cost per request ranks"
         )
     return "client_qps", "closed loop, load generator below saturation"
+
+
+def _generator_saturated(row: RunRow) -> bool:
+    """Whether the run's load generator saturated: with its workers on other hosts ([load] hosts), some host's own
+    check said so (RunRow.load_hosts); else its CPU."""
+    if row.load_hosts:
+        return any(bool(h.get("saturated")) for h in row.load_hosts.values())
+    return (row.gen_cpu_cores or 0) > GEN_SATURATED_CORES
 
 
 def profiled(rows: list[RunRow], where: str = "") -> bool:
@@ -240,11 +293,14 @@ def _decide(s: Summary, base: CellSummary) -> None:
     """One Holm family: every non-baseline cell x every ranked metric with an interval, but the figures a fixed
     offered load holds fixed (labelled as such, never judged)."""
     held = set(HELD_BY_LOAD) if offered(s.meta) else set()
+    unlike = unlike_requests(s.meta, s.rows) - held
     others = [c for c in s.cells if c.name != base.name]
     for c in others:
         for m in held:
             c.vs_base[m] = replace(c.vs_base[m], verdict=stats.HELD, p=None)
-    metrics = [m for m in RANKED if m in set(s.present_metrics()) and m not in held]
+        for m in unlike:
+            c.vs_base[m] = replace(c.vs_base[m], verdict=stats.UNLIKE, p=None)
+    metrics = [m for m in RANKED if m in set(s.present_metrics()) and m not in held | unlike]
     s.floors = {
         m: stats.noise_floor([c.vs_base[m] for c in others], resolution=BY_NAME[m].resolution) for m in metrics
     }
@@ -262,7 +318,8 @@ def _decide(s: Summary, base: CellSummary) -> None:
     for fig in METRICS:
         for c in others:
             cmp_ = c.vs_base[fig.name]
-            fixed = cmp_.verdict == stats.HELD and cmp_.has_ci  # a rate of zero (no bytes moved) is not shown
+            # a rate of zero (no bytes moved) is not shown
+            fixed = cmp_.verdict in (stats.HELD, stats.UNLIKE) and cmp_.has_ci
             if fig.name in present and (
                 fixed or (fig.role == "compared" and cmp_.verdict in (stats.BETTER, stats.WORSE))
             ):

@@ -9,7 +9,7 @@ Schema (every key below is optional unless marked *required*)::
     name = "quick"              # default: the file's stem
     description = "..."
     repeats = 6                 # rounds: every cell once per round; the default gives a planted 15% effect
-                                # 80% power on this machine (tests/unit/test_stats.py)
+                                # 80% power on this machine (tests/analysis/test_stats.py)
     warmup_s = 2                # seconds of load discarded before the measured window; every time here
                                 # takes a number of seconds or a duration ("30s", "1m30s"; docs/DESIGN.md)
     baseline = "go/grpc/pool=on"  # cell the ranking compares with; default: the first cell
@@ -55,6 +55,20 @@ Schema (every key below is optional unless marked *required*)::
                                 # own Locust users, options = { "my-flag" = "v" } their own options (--my-flag v);
                                 # processes = N: Locust distributed (xferbench/config/userload.py; paths relative
                                 # to the experiment file; docs/EXPERIMENTS.md "Any gRPC method")
+    hosts = ["gen1", "gen2"]    # [hosts] names: the load's Locust workers run there, `processes` per host (default
+                                # 1), its master here, and the servers listen on this machine's address as those
+                                # hosts reach it; Locust with loadgen's users and a registry server only (no
+                                # locustfile, [network] or containers yet). A list is an axis in [servers.load]:
+                                # "gen1,gen2" is one value there. Checked before any cell (docs/EXPERIMENTS.md
+                                # "Load from other hosts")
+
+    [hosts.gen1]                # a machine reached with your own `ssh` (BatchMode): xferbench/config/hosts.py
+    ssh = "root@10.77.0.2"      # *required*: user@address, or an alias of your ssh configuration ("lab2")
+    ssh_config = "../build/lab/ssh_config"  # ssh -F FILE; relative to the experiment file's folder
+    python = "/srv/xb/.venv/bin/python"     # the Python there that has this project at this checkout's version;
+                                # default: this checkout's .venv/bin/python (a host sharing this filesystem has
+                                # it; else install the project there into a venv at the same path, or name it)
+    root = "/srv/xb"            # the checkout there, where the workers run from; default: this checkout's path
 
     [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
     server = [0]                # the server on the lower half, Locust on the upper half, disjoint
@@ -96,8 +110,9 @@ A cell is one point of a group's matrix; its name joins the label, the transport
 (``go/grpc/pool=on``), unless ``name`` in the group gives a template like ``"go-{pool}-{transport}"``.
 
 The modules, from the bottom: ``model`` (what an Experiment is), ``values`` (checks every table shares),
-``files`` (where experiments are), ``cpus`` ([pinning]), ``load`` ([load] and the drivers), ``tables``
-([network], [soak]), ``cells`` ([[servers]] groups to cells), ``parse`` (a file or document to an Experiment).
+``files`` (where experiments are), ``cpus`` ([pinning]), ``hosts`` ([hosts] and [load] hosts), ``load`` ([load]
+and the drivers), ``tables`` ([network], [soak]), ``cells`` ([[servers]] groups to cells), ``parse`` (a file or
+document to an Experiment).
 """
 
 from __future__ import annotations
@@ -126,11 +141,11 @@ from xferbench.config.model import (
     LOAD_MODES,
     LOADGEN_KEYS,
     PIN_MODES,
-    SERVER_SPECS,
     TRANSPORTS,
     Cell,
     Experiment,
     ExperimentError,
+    Host,
     Limits,
     Load,
     Network,
@@ -166,13 +181,13 @@ __all__ = [
     "MEMORY_LIMIT_MIN",
     "PIN_MODES",
     "ROOT",
-    "SERVER_SPECS",
     "TRANSPORTS",
     "XFERLOAD_MAX_INFLIGHT",
     "XFERLOAD_METHODS",
     "Cell",
     "Experiment",
     "ExperimentError",
+    "Host",
     "Limits",
     "Load",
     "Network",

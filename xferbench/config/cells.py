@@ -1,5 +1,9 @@
 """One [[servers]] group to its cells: the server and its keys, then every axis (flags, env, limits, load
-overrides), then one cell per point of their product, named by the group's label and the values that vary."""
+overrides), then one cell per point of their product, named by the group's label and the values that vary.
+
+A cell's name spells each value as the file wrote it (`gomemlimit=24MiB`), while the cell holds the checked
+value its server is given (`GOMEMLIMIT=25165824`); the name its checked values would spell is kept as an alias,
+so that a baseline may be written either way."""
 
 from __future__ import annotations
 
@@ -15,13 +19,26 @@ from py_client.sizes import parse_size
 from xferbench.config import command, servers
 from xferbench.config.files import ROOT
 from xferbench.config.load import _check_load_value, _resolve_mode
-from xferbench.config.model import LOAD_KEYS, SERVER_SPECS, Cell, ExperimentError, Limits, Load
+from xferbench.config.model import LOAD_KEYS, Cell, ExperimentError, Limits, Load
 from xferbench.config.values import LIMIT_KEYS, _as_axis, _table, _unknown
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GROUP_KEYS = ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image")
 
-Axis = tuple[str, str, list[Any]]  # (kind: flag | env | limit | load, key, values)
+
+@dataclass(frozen=True)
+class _Value:
+    """One value of an axis: as the file spells it (the cell's name) and as checked (what the cell holds)."""
+
+    shown: str
+    value: Any
+
+    @property
+    def canonical(self) -> str:
+        return str(self.value)
+
+
+Axis = tuple[str, str, list[_Value]]  # (kind: flag | env | limit | load, key, values)
 
 
 @dataclass(frozen=True)
@@ -29,17 +46,17 @@ class _Group:
     """A [[servers]] group's keys that every one of its cells shares."""
 
     where: str
-    server: str
-    spec: servers.ServerSpec
+    kind: servers.ServerKind
     label: str
     binary: str
     args: tuple[str, ...]
     image: str | None = None
     template: str | None = None  # the group's `name`: a format string of the cell's values
-    cmd: command.Command | None = None
 
 
-def _group_cells(g: dict[str, Any], where: str, base: Load, folder: Path) -> list[Cell]:
+def _group_cells(g: dict[str, Any], where: str, base: Load, folder: Path) -> tuple[list[Cell], list[tuple[str, str]]]:
+    """The group's cells, and (the name its checked values would spell, the cell's name) of each cell whose
+    values the file spells otherwise."""
     group, g = _group(g, where, folder)
     # One order of checks (server, label, binary, args, flags, env, image, limits, load, name), so a group with
     # several faults always names the same one first.
@@ -55,29 +72,40 @@ def _group_cells(g: dict[str, Any], where: str, base: Load, folder: Path) -> lis
         raise ExperimentError(f'{where}.name = {template!r}: expected a template string like "go-{{pool}}"')
     group = replace(group, image=image, template=template)
     axes = [*flag_axes, *env_axes, *limit_axes, *load_axes]
-    return [_cell(group, axes, combo, base) for combo in itertools.product(*(vals for _, _, vals in axes))]
+    cells: list[Cell] = []
+    aliases: list[tuple[str, str]] = []
+    for combo in itertools.product(*(vals for _, _, vals in axes)):
+        cell, canonical = _cell(group, axes, combo, base)
+        cells.append(cell)
+        if canonical != cell.name:
+            aliases.append((canonical, cell.name))
+    return cells, aliases
+
+
+def _kind(server: Any, g: dict[str, Any], where: str, folder: Path) -> tuple[servers.ServerKind, dict[str, Any]]:
+    """The kind the group's `server` names, and its table without a command server's own keys (read by
+    xferbench/config/command.py, its relative paths starting at `folder`)."""
+    if server == command.NAME:  # any executable: its [[servers]] entry is its description
+        try:
+            return command.group(g, where, folder)
+        except command.CommandError as e:
+            raise ExperimentError(str(e)) from None
+    if not isinstance(server, str) or server not in servers.SERVERS:
+        raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join([*servers.SERVERS, command.NAME])}")
+    return servers.SERVERS[server], g
 
 
 def _group(g: dict[str, Any], where: str, folder: Path) -> tuple[_Group, dict[str, Any]]:
     """The group's server, label, binary and args, and its table without a command server's own keys (its
     relative paths start at `folder`, the experiment file's)."""
-    server = g.get("server")
-    if server not in SERVER_SPECS and server != servers.COMMAND.name:
-        raise ExperimentError(f"{where}.server = {server!r}: expected {' | '.join([*SERVER_SPECS, servers.COMMAND.name])}")
-    spec = servers.get(server)
-    cmd = None
-    if spec is servers.COMMAND:  # any executable: its own keys, read by xferbench/config/command.py
-        try:
-            cmd, g = command.group(g, where, folder)
-        except command.CommandError as e:
-            raise ExperimentError(str(e)) from None
+    kind, g = _kind(g.get("server"), g, where, folder)
     _unknown(g, _GROUP_KEYS, where)
-    label = g.get("label", spec.label)
+    label = g.get("label", kind.label)
     if not isinstance(label, str) or not label:
         raise ExperimentError(f"{where}.label = {label!r}: expected a non-empty string")
     binary = g.get("binary")
     if binary is None:
-        binary = spec.default_binary()
+        binary = kind.default_binary()
     elif not isinstance(binary, str):
         raise ExperimentError(f"{where}.binary = {binary!r}: expected a path")
     else:
@@ -85,17 +113,24 @@ def _group(g: dict[str, Any], where: str, folder: Path) -> tuple[_Group, dict[st
     args = g.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ExperimentError(f"{where}.args = {args!r}: expected a list of strings")
-    return _Group(where, server, spec, label, binary, tuple(args), cmd=cmd), g
+    return _Group(where, kind, label, binary, tuple(args)), g
 
 
-def _checked_axis(values: list[Any], check: Callable[[Any], Any], where: str) -> list[Any]:
+def _spelled(item: Any, value: Any) -> str:
+    """How a cell's name spells a value: a string as the file wrote it ("24MiB", "10s"), anything else (a
+    number) as its checked value prints."""
+    return item if isinstance(item, str) else str(value)
+
+
+def _checked_axis(values: list[Any], check: Callable[[Any], Any], where: str) -> list[_Value]:
     """Each value of an axis through its validator, whose ValueError says what the key expects."""
-    vals = []
+    vals: list[_Value] = []
     for item in values:
         try:
-            vals.append(check(item))
+            value = check(item)
         except ValueError as e:
             raise ExperimentError(f"{where} = {item!r}: expected {e}") from None
+        vals.append(_Value(_spelled(item, value), value))
     if not vals:
         raise ExperimentError(f"{where}: empty list")
     return vals
@@ -103,12 +138,12 @@ def _checked_axis(values: list[Any], check: Callable[[Any], Any], where: str) ->
 
 def _flag_axes(group: _Group, flags: dict[str, Any]) -> list[Axis]:
     axes: list[Axis] = []
-    # A command server's alloc and Go keys are written in its entry itself, not under flags: named as written.
-    table = f"{group.where}." if group.cmd is not None else f"{group.where}.flags."
+    # Named where the file writes them: [servers.flags], or a command server's entry itself (alloc, gogc, ...).
+    table = f"{group.where}.{group.kind.flag_path}"
     for k, v in flags.items():
-        if k not in group.spec.flags:
-            raise ExperimentError(f"{table}{k}: unknown flag of {group.server}; allowed: " + ", ".join(group.spec.flags))
-        axes.append(("flag", k, _checked_axis(_as_axis(v), group.spec.flags[k], f"{table}{k}")))
+        if k not in group.kind.flags:
+            raise ExperimentError(f"{table}{k}: unknown flag of {group.kind.name}; allowed: " + ", ".join(group.kind.flags))
+        axes.append(("flag", k, _checked_axis(_as_axis(v), group.kind.flags[k], f"{table}{k}")))
     return axes
 
 
@@ -122,7 +157,7 @@ def _env_axes(env: dict[str, Any], where: str) -> list[Axis]:
             raise ExperimentError(
                 f'{where}.env.{k} = {v!r}: expected a string or a list of strings ("" leaves the variable unset)'
             )
-        axes.append(("env", k, [str(x) for x in vals]))
+        axes.append(("env", k, [_Value(str(x), str(x)) for x in vals]))
     return axes
 
 
@@ -137,62 +172,75 @@ def _limit_axes(limits: dict[str, Any], where: str) -> list[Axis]:
 
 def _load_axes(group: _Group, load_over: dict[str, Any], base: Load) -> list[Axis]:
     """[servers.load] overrides; a server serving one transport only gets it when [load] names another."""
-    where, transports = group.where, group.spec.transports
+    where, transports = group.where, group.kind.transports
     axes: list[Axis] = []
     for k, v in load_over.items():
-        vals = [_check_load_value(k, x, f"{where}.load") for x in _as_axis(v)]
+        vals: list[_Value] = []
+        for x in _as_axis(v):
+            checked = _check_load_value(k, x, f"{where}.load")
+            vals.append(_Value(_spelled(x, checked), checked))
         if not vals:
             raise ExperimentError(f"{where}.load.{k}: empty list")
         if k == "transport":
             for t in vals:
-                if t not in transports:
-                    raise ExperimentError(f"{where}.load.transport = {t!r}: {group.server} serves " + " | ".join(transports))
+                if t.value not in transports:
+                    raise ExperimentError(
+                        f"{where}.load.transport = {t.value!r}: {group.kind.name} serves " + " | ".join(transports)
+                    )
         axes.append(("load", k, vals))
     if "transport" not in load_over and base.transport not in transports:
         if len(transports) == 1:
-            axes.append(("load", "transport", [transports[0]]))
+            axes.append(("load", "transport", [_Value(transports[0], transports[0])]))
         else:
-            raise ExperimentError(f"load.transport = {base.transport!r}: {group.server} serves " + " | ".join(transports))
+            raise ExperimentError(f"load.transport = {base.transport!r}: {group.kind.name} serves " + " | ".join(transports))
     return axes
 
 
-def _cell(group: _Group, axes: list[Axis], combo: tuple[Any, ...], base: Load) -> Cell:
-    """The cell at one point of the group's axes."""
+def _cell(group: _Group, axes: list[Axis], combo: tuple[_Value, ...], base: Load) -> tuple[Cell, str]:
+    """The cell at one point of the group's axes, and the name its checked values would spell."""
     values: dict[str, dict[str, Any]] = {"flag": {}, "env": {}, "load": {}, "limit": {}}
-    axis_vals: dict[str, str] = {}
-    for (kind, key, vals), value in zip(axes, combo, strict=True):
-        values[kind][key] = value
+    shown: dict[str, str] = {}  # the values that vary, as the file spells them
+    canonical: dict[str, str] = {}  # ... and as checked
+    for (kind, key, vals), v in zip(axes, combo, strict=True):
+        values[kind][key] = v.value
         if len(vals) > 1:
-            axis_vals[key] = str(value) if value != "" else "default"
+            shown[key] = v.shown if v.value != "" else "default"
+            canonical[key] = v.canonical if v.value != "" else "default"
+    shown_flags = {key: v.shown for (kind, key, _), v in zip(axes, combo, strict=True) if kind == "flag"}
     cflags, cenv, limit_vals = values["flag"], values["env"], values["limit"]
     load = _resolve_mode(replace(base, **values["load"]), group.where)
     _check_calls(group, load)
-    if group.template:
-        name = _templated_name(group, group.template, load, cflags, cenv, limit_vals)
-    else:
-        parts = [group.label, load.transport] + [f"{k}={v}" for k, v in axis_vals.items() if k != "transport"]
-        name = "/".join(parts)
     cell_limits = Limits(
         float(limit_vals["cpus"]) if "cpus" in limit_vals else None,
         parse_size(limit_vals["memory"]) if "memory" in limit_vals else None,
     )
-    return Cell(
-        name, group.server, group.binary, cflags, cenv, group.args, load, axis_vals, cell_limits, group.image, group.cmd
-    )
+    name = _name(group, load, shown, shown_flags, cenv, limit_vals)
+    cell = Cell(name, group.kind, group.binary, cflags, cenv, group.args, load, shown, cell_limits, group.image)
+    return cell, _name(group, load, canonical, cflags, cenv, limit_vals)
+
+
+def _name(group: _Group, load: Load, axis_vals: dict[str, str], flags: dict[str, Any], cenv: dict[str, Any],
+          limit_vals: dict[str, Any]) -> str:
+    """The group's `name` template filled, else the label, the transport and every value that varies."""
+    if group.template:
+        return _templated_name(group, group.template, load, flags, cenv, limit_vals)
+    parts = [group.label, load.transport] + [f"{k}={v}" for k, v in axis_vals.items() if k != "transport"]
+    return "/".join(parts)
 
 
 def _check_calls(group: _Group, load: Load) -> None:
-    """The mix's calls against those the kind serves (its registry entry's `calls`): a call it does not serve
-    would fail every time, and the figures would be of the errors. The user's own calls and users are theirs."""
+    """The mix's calls against those the kind serves (its `calls`): a call it does not serve would fail every
+    time, and the figures would be of the errors. The user's own calls and users are theirs."""
     if load.call is not None or load.locustfile is not None:
         return
+    calls = group.kind.calls
     asked = [m for m, w in loadgen.option("mix").parse(load.mix).items() if w > 0]
-    unserved = [m for m in asked if m not in group.spec.calls]
+    unserved = [m for m in asked if m not in calls]
     if unserved:
-        serves = ", ".join(group.spec.calls)
-        example = ",".join(f"{m}:1" for m in group.spec.calls)
+        serves = ", ".join(calls)
+        example = ",".join(f"{m}:1" for m in calls)
         raise ExperimentError(
-            f"{group.where}: load.mix = {load.mix!r}: {group.server} does not serve {', '.join(unserved)} "
+            f"{group.where}: load.mix = {load.mix!r}: {group.kind.name} does not serve {', '.join(unserved)} "
             f'(it serves {serves}); give a mix of those, e.g. mix = "{example}" in [load] or [servers.load]'
         )
 
@@ -203,7 +251,7 @@ def _templated_name(
     """The group's `name` template filled with the cell's label, server, transport and every value."""
     fmt = {
         "label": group.label,
-        "server": group.server,
+        "server": group.kind.name,
         "transport": load.transport,
         **cflags,
         **{k: (v or "default") for k, v in cenv.items()},

@@ -31,21 +31,38 @@ The profiler `profile = true` samples it with is chosen here too, once per cell,
 pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
 pointers (Go keeps them; perf's DWARF unwinding stops at a Go program's first frame) and anything else by
 DWARF (what Debian's libraries need, xferbench/measure/profile/perf.py).
+
+What is read is a `Command`, its cells' kind: it answers what the runner asks of any server
+(xferbench/config/servers.py's `ServerKind`) as a registry entry does for ours, so that no reader of a cell
+asks which of the two it holds.
 """
 
 from __future__ import annotations
 
 import platform
 import re
+import signal
 import struct
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from py_client.durations import parse_duration
 from xferbench.config import commandfiles, placeholders, series
 from xferbench.config.commandfiles import Template
+from xferbench.config.servers import (
+    ALLOCATORS,
+    CALLS,
+    Image,
+    Launcher,
+    Profiler,
+    ProfilerKind,
+    Validator,
+    bytes_or_off,
+    one_of,
+    pos_int,
+)
 
 KEYS = ("command", "ready", "metrics", "requests", "pprof", "cwd", "files",
         "alloc", "gogc", "gomemlimit", "gomaxprocs", "godebug")
@@ -55,8 +72,38 @@ READY_TIMEOUT_S = 30.0
 LIB_DIR = Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
 ALLOC_LIBS = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4", "mimalloc": "libmimalloc.so.2"}
 ReadyKind = Literal["port", "log", "http"]
-ProfilerKind = Literal["perf", "pprof"]
-Unwind = Literal["fp", "dwarf"]
+NAME = "command"  # what [[servers]] server names for any executable
+
+
+# Go's own syntax: GOGC=off, GOMEMLIMIT in bytes; checked here so that a typo fails before anything starts.
+def go_gc(v: Any) -> str:
+    if v == "off" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+        return str(v)
+    if isinstance(v, str) and v.isdigit() and int(v) > 0:  # "400", as GOGC is written in [servers.env]
+        return v
+    raise ValueError('a positive integer (percent) | "off"')
+
+
+def godebug(v: Any) -> str:
+    if isinstance(v, str) and re.fullmatch(r"[a-z0-9_]+=[^,\s=]+(,[a-z0-9_]+=[^,\s=]+)*", v):
+        return v
+    raise ValueError('GODEBUG settings, "name=value[,name=value...]"')
+
+
+# Its flags: the [[servers]] keys that become its environment (LD_PRELOAD for alloc, GOGC, GOMEMLIMIT,
+# GOMAXPROCS, GODEBUG: runtime_env), each checked by its validator as any server's flags are.
+FLAGS: dict[str, Validator] = {
+    "alloc": one_of(*(a for a in ALLOCATORS if a != "pool")),
+    "gogc": go_gc,
+    "gomemlimit": bytes_or_off,
+    "gomaxprocs": pos_int,
+    "godebug": godebug,
+}
+# How a user's server stopped by the runner's SIGTERM may end without anything to warn of: exit 0, or ended by
+# the signal itself (a program with no handler for it, a Python server among them: -15; a shell reports 143).
+STOPPED_CLEANLY: tuple[int | None, ...] = (0, None, -signal.SIGTERM, 128 + signal.SIGTERM)
+# A program of its own, inspected or not, unless its pprof address says otherwise (_profiler).
+NATIVE_PROFILER = Profiler("perf", "dwarf", why="a native program")
 
 
 class CommandError(ValueError):
@@ -71,27 +118,15 @@ class Ready:
 
 
 @dataclass(frozen=True)
-class Profiler:
-    """How `profile = true` samples the server: perf on its PID (unwinding by frame pointers or DWARF), or
-    GET <pprof>/profile (placeholders unfilled); `why` says what decided it."""
-
-    kind: ProfilerKind
-    unwind: Unwind | None = None  # perf only
-    pprof: str | None = None  # pprof only: http://HOST:PORT/PATH, e.g. .../debug/pprof
-    why: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, **({"unwind": self.unwind} if self.unwind else {}),
-                **({"pprof": self.pprof} if self.pprof else {}), "why": self.why}
-
-
-@dataclass(frozen=True)
 class Command:
+    """A command server as its [[servers]] entry describes it: the `ServerKind` its cells hold
+    (xferbench/config/servers.py), as a registry entry is for our servers."""
+
     argv: tuple[str, ...]  # argv[0] an absolute path
     ready: Ready
-    metrics: str | None  # http(s)://HOST:PORT/PATH, placeholders unfilled; None: no server series
+    metrics_url: str | None  # `metrics`: http(s)://HOST:PORT/PATH, placeholders unfilled; None: no server series
     ports: tuple[str, ...]  # the port placeholders' names, e.g. ("port", "metrics_port")
-    profiler: Profiler = Profiler("perf", "dwarf", why="a native program")
+    profiler: Profiler = NATIVE_PROFILER
     requests: series.Requests | None = None  # its own request series; None: ours (xfer_requests_total, ...)
     files: tuple[Template, ...] = ()  # [servers.files], rendered into {dir} at each start
     cwd: Path | None = None  # None: the runner's working directory
@@ -104,12 +139,86 @@ class Command:
         return {
             "argv": list(self.argv),
             "ready": {self.ready.kind: self.ready.value, "timeout_s": self.ready.timeout_s},
-            "metrics": self.metrics,
+            "metrics": self.metrics_url,
             "profiler": self.profiler.to_json(),
             **({"files": {t.name: str(t.source) for t in self.files}} if self.files else {}),
             **({"cwd": str(self.cwd)} if self.cwd else {}),
             **({"requests": self.requests.to_json()} if self.requests else {}),
         }
+
+    # --- its answers as a ServerKind ---
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    @property
+    def label(self) -> str:
+        return "cmd"
+
+    @property
+    def transports(self) -> tuple[str, ...]:
+        return ("grpc", "frame")  # whatever {port} serves: the load says which
+
+    @property
+    def flags(self) -> Mapping[str, Validator]:
+        return FLAGS
+
+    @property
+    def flag_path(self) -> str:
+        return ""  # alloc, gogc, ... are keys of the entry itself
+
+    @property
+    def calls(self) -> tuple[str, ...]:
+        return CALLS
+
+    @property
+    def metrics(self) -> bool:
+        return self.metrics_url is not None
+
+    @property
+    def soak(self) -> bool:
+        return False  # a soak reads our servers' own counts, not a command's series
+
+    @property
+    def profiler_kind(self) -> ProfilerKind | None:
+        return self.profiler.kind
+
+    @property
+    def image(self) -> Image | None:
+        return None  # the user's, named by the cell's `image`
+
+    @property
+    def needs_image(self) -> bool:
+        return True
+
+    @property
+    def launcher(self) -> Launcher:
+        return "command"
+
+    @property
+    def clean_exits(self) -> tuple[int | None, ...]:
+        return STOPPED_CLEANLY
+
+    @property
+    def probed_ports(self) -> tuple[str, ...]:
+        return tuple(p for p in self.ports if p != "port")
+
+    def default_binary(self) -> str:
+        return self.argv[0]
+
+    def metrics_at(self, addr: Callable[[str], str]) -> str:
+        return addr("metrics_url")  # the whole URL (any path, https), as xferbench/run/commandserver.py filled it
+
+    def sampling(self, addr: Callable[[str], str]) -> Profiler | None:
+        """Its cell's profiler, a pprof address filled with the ports of this start (the ready field `ports`)."""
+        if self.profiler.pprof is None:
+            return self.profiler
+        ports = dict(kv.split("=", 1) for kv in addr("ports").split(",") if kv)
+        return replace(self.profiler, pprof=self.fill(self.profiler.pprof, {k: int(v) for k, v in ports.items()}))
+
+    def config_json(self) -> dict[str, Any]:
+        return {"command": self.to_json()}
 
 
 def alloc_library(alloc: str) -> Path | None:
@@ -132,8 +241,8 @@ GROUP_KEYS = ("server", "label", "name", "env", "load", "image", "limits")
 
 def group(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict[str, Any]]:
     """A command server's [[servers]] entry as the schema reads any server's: its command, and the entry
-    with the alloc/Go keys as its flags and the command's program as its binary. `folder`: the experiment
-    file's, where its relative paths start."""
+    with the alloc/Go keys as its flags (its program is its cells' binary: `Command.default_binary`). `folder`:
+    the experiment file's, where its relative paths start."""
     for k in g:
         if k not in (*GROUP_KEYS, *KEYS):
             raise CommandError(f"{where}.{k}: unknown key of a command server; allowed: " + ", ".join((*GROUP_KEYS, *KEYS)))
@@ -142,12 +251,12 @@ def group(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict
     except (commandfiles.PathError, placeholders.PlaceholderError) as e:
         raise CommandError(str(e)) from None
     rest = {k: v for k, v in g.items() if k in GROUP_KEYS}
-    return cmd, {**rest, "flags": flags, "binary": cmd.argv[0]}
+    return cmd, {**rest, "flags": flags}
 
 
 def parse(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict[str, Any]]:
     """The command of a [[servers]] entry, and its alloc/Go keys as a flags table (values still unchecked:
-    the registry's validators check them, as any server's flags)."""
+    FLAGS' validators check them, as any server's flags)."""
     in_image = "image" in g  # backend = "docker": command[0] is the image's, never looked at on this host
     argv = _argv(g.get("command"), where, folder if not in_image else None)
     ready = _ready(g.get("ready"), where)

@@ -34,6 +34,7 @@ class DriverSpec:
     profiles: tuple[str, ...]  # [load] profile: steady | ramp | step | spike | soak
     capacity: bool  # mode = "capacity": the search over rates
     processes: bool  # processes > 1: distributed over several generator processes
+    hosts: bool  # [load] hosts: its workers on other hosts over SSH, its master here (config/hosts.py)
     call: bool  # [load] call: any gRPC method (loadgen's CallUser)
     locustfile: bool  # [load] locustfile: the user's own Locust users
     echo_sizes: bool  # several echo payload sizes in one run (echo_size = "64,128")
@@ -56,6 +57,7 @@ DRIVERS: dict[str, DriverSpec] = {
         profiles=PROFILES,
         capacity=True,
         processes=True,
+        hosts=True,
         call=True,
         locustfile=True,
         echo_sizes=True,
@@ -76,6 +78,7 @@ DRIVERS: dict[str, DriverSpec] = {
         profiles=("steady",),
         capacity=True,
         processes=False,
+        hosts=False,
         call=False,
         locustfile=False,
         echo_sizes=False,
@@ -148,6 +151,12 @@ def _processes(d: DriverSpec, load: Load) -> str | None:
     return f"processes = {load.processes}: {d.name} runs as one generator process"
 
 
+def _hosts(d: DriverSpec, load: Load) -> str | None:
+    if not load.hosts or d.hosts:
+        return None
+    return f"hosts = {list(load.hosts)!r}: {d.name} runs on this machine only"
+
+
 def _profile(d: DriverSpec, load: Load) -> str | None:
     if load.profile in d.profiles:
         return None
@@ -218,6 +227,7 @@ CHECKS: dict[str, Check] = {
     "call": _call,
     "locustfile": _locustfile,
     "processes": _processes,
+    "hosts": _hosts,
     "profiles": _profile,
     "mix": _mix,
     "calls": _calls,

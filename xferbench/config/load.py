@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import loadgen
-from xferbench.config import drivers, userload
+from xferbench.config import drivers, hosts, userload
 from xferbench.config.model import LOAD_KEYS, LOAD_MODES, LOADGEN_KEYS, TRANSPORTS, ExperimentError, Load
 from xferbench.config.values import _seconds_key, parse_seconds
 
@@ -45,6 +45,11 @@ def _check_load_value(key: str, v: Any, where: str) -> Any:
         v = ",".join(map(str, v))
     if key in LOADGEN_KEYS:
         return _loadgen_value(key, v, where)
+    if key == "hosts":
+        try:
+            return hosts.check_value(v)
+        except ValueError as e:
+            raise ExperimentError(f"{where}.{key} = {e}") from None
     if key in userload.OWN_KEYS:
         try:
             return userload.check_value(key, v)
@@ -111,6 +116,12 @@ def _number_value(key: str, v: Any, where: str) -> Any:
 
 def _resolve_mode(load: Load, where: str) -> Load:
     """The load mode a cell runs in, and the keys each mode needs."""
+    # First what your own users or a gRPC call rule out, so that a locustfile with mode = "open" is told to drop
+    # the mode rather than first to add a rate it would then be told to drop.
+    try:
+        userload.check(load)
+    except ValueError as e:
+        raise ExperimentError(f"{where}: load.{e}") from None
     mode = load.mode or ("open" if load.rate else "closed")
     if mode == "open" and not load.rate:
         raise ExperimentError(f'{where}: load.mode = "open" needs load.rate (arrivals per second)')
@@ -127,10 +138,6 @@ def _resolve_mode(load: Load, where: str) -> Load:
         check_driver(load)
     except ValueError as e:
         raise ExperimentError(f'{where}: load.driver = "{load.driver}": load.{e}') from None
-    try:
-        userload.check(load)
-    except ValueError as e:
-        raise ExperimentError(f"{where}: load.{e}") from None
     return _stepped(load, where) if load.steps else load
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import loadgen
 from py_client.durations import parse_duration
-from xferbench.config import command, servers
+from xferbench.config import servers
 
 DEFAULT_REPEATS = 6
 LOAD_MODES = ("open", "closed", "capacity")
@@ -19,10 +19,6 @@ PIN_MODES = ("auto", "manual", "none")
 TRANSPORTS = ("grpc", "frame")
 BACKENDS = ("process", "docker")
 AA_SUFFIX = " (A/A)"
-
-# The kinds of server and what each accepts live in the registry (xferbench/config/servers.py); this name stays
-# here for the modules and tests that read them from the experiment.
-SERVER_SPECS = servers.SERVERS
 
 
 class ExperimentError(ValueError):
@@ -73,6 +69,8 @@ class Load:
     # A user locustfile whose users hold a fixed rate themselves (constant_throughput): ranked and paired like an
     # open-loop load, by cost, since every cell then serves the same rate (userload.py)
     paced: bool = False
+    # [hosts] names: the load's Locust workers run there (`processes` per host), its master here (config/hosts.py)
+    hosts: tuple[str, ...] = ()
 
     @property
     def offered(self) -> bool:
@@ -123,7 +121,7 @@ class Limits:
 @dataclass(frozen=True)
 class Cell:
     name: str
-    server: str
+    kind: servers.ServerKind  # its server: a registry entry or a command server's description (servers.ServerKind)
     binary: str
     flags: dict[str, str]
     env: dict[str, str]  # "" values mean: remove the variable
@@ -132,7 +130,11 @@ class Cell:
     axes: dict[str, str]  # the values that distinguish this cell within its group
     limits: Limits = field(default_factory=Limits)  # backend = "docker": the container's cgroup limits
     image: str | None = None  # backend = "docker": the image; None: the server's default image
-    command: command.Command | None = None  # server = "command": what to run and how it is ready
+
+    @property
+    def server(self) -> str:
+        """Its kind's name, as reports and rows spell it ("xferd-go", "command")."""
+        return self.kind.name
 
     @property
     def transport(self) -> str:
@@ -142,9 +144,15 @@ class Cell:
     def slug(self) -> str:
         return slug(self.name)
 
-    def server_argv(self) -> list[str]:
-        spec = SERVER_SPECS[self.server]
-        return [self.binary, *spec.port0_flags, *(f"--{k}={v}" for k, v in self.flags.items()), *self.args]
+    def server_argv(self, address: str | None = None) -> list[str]:
+        """A registry server's command line: its binary, every listener on a free loopback port (its transports' at
+        `address` when given: a load on other hosts), its flags and args (a command's is its own,
+        xferbench/run/commandserver.py)."""
+        spec = self.kind
+        if not isinstance(spec, servers.ServerSpec):
+            raise TypeError(f"cell {self.name!r}: a {spec.name} server has no registry command line")
+        ports = spec.port0_flags if address is None else spec.port0_at(address)
+        return [self.binary, *ports, *(f"--{k}={v}" for k, v in self.flags.items()), *self.args]
 
     def server_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
@@ -162,10 +170,11 @@ class Cell:
             "flags": dict(self.flags),
             "env": {k: v for k, v in self.env.items()},
             "args": list(self.args),
-            "load": {k: getattr(self.load, k) for k in LOAD_KEYS},
+            # hosts only when set: a run's configuration without them reads as it always did (xferbench compare)
+            "load": {k: getattr(self.load, k) for k in LOAD_KEYS if k != "hosts" or self.load.hosts},
             **({"limits": self.limits.to_json()} if self.limits != Limits() else {}),
             **({"image": self.image} if self.image else {}),
-            **({"command": self.command.to_json()} if self.command else {}),
+            **self.kind.config_json(),
         }
 
 
@@ -227,6 +236,25 @@ class Soak:
 
 
 @dataclass(frozen=True)
+class Host:
+    """[hosts.NAME]: a machine reached over SSH with the user's own `ssh`, which runs a part of the experiment (the
+    load's Locust workers, `[load] hosts`). Read by xferbench/config/hosts.py; checked live by xferbench/run/hostcheck.py."""
+
+    name: str
+    ssh: str  # user@address, or an alias of the user's ssh configuration
+    ssh_config: str | None = None  # ssh -F FILE (absolute: resolved against the experiment file's folder)
+    python: str = ""  # the Python there that has this project (hosts.py gives the default: this checkout's venv)
+    root: str = ""  # the checkout there, where the load's code is run from (default: this checkout's path)
+
+    def describe(self) -> str:
+        """How every message names it: "gen1 (root@10.77.0.2)"."""
+        return f"{self.name} ({self.ssh})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ssh": self.ssh, "ssh_config": self.ssh_config, "python": self.python, "root": self.root}
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     description: str
@@ -243,6 +271,13 @@ class Experiment:
     soak: Soak | None = None
     profile: bool = False  # sample the server's CPU in every measured window (xferbench/measure/profile/)
     backend: str = "process"  # process | docker (each cell's server in a container: xferbench/run/containers/)
+    hosts: dict[str, Host] = field(default_factory=dict)  # [hosts.NAME], in the file's order
+
+    @property
+    def load_hosts(self) -> tuple[str, ...]:
+        """The hosts some cell's load runs on (`[load] hosts`), in [hosts]' order."""
+        used = {h for c in self.cells for h in c.load.hosts}
+        return tuple(h for h in self.hosts if h in used)
 
     @property
     def aa_cell(self) -> str | None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from xferbench.config import servers, userload
+from xferbench.config import hosts as hosts_table
+from xferbench.config import userload
 from xferbench.config.cells import _group_cells
 from xferbench.config.cpus import _pinning
 from xferbench.config.files import resolve
@@ -28,7 +29,7 @@ from xferbench.config.model import (
 from xferbench.config.tables import _network, _soak
 from xferbench.config.values import _seconds_key, _table, _unknown
 
-_TOP_KEYS = ("experiment", "load", "pinning", "servers", "network", "soak")
+_TOP_KEYS = ("experiment", "load", "pinning", "servers", "network", "soak", "hosts")
 _EXPERIMENT_KEYS = ("name", "description", "repeats", "warmup_s", "baseline", "aa", "alpha", "duet", "profile", "backend")
 
 
@@ -82,9 +83,14 @@ def _parse(data: dict[str, Any], default_name: str, folder: Path) -> Experiment:
     meta = _switches(meta_tab, meta)
     pinning = _pinning(_table(data.get("pinning", {}), "pinning"))
     network = _network(_table(data["network"], "network")) if "network" in data else None
-    cells = _cells(data.get("servers"), base, folder)
+    hosts = hosts_table.parse_hosts(_table(data.get("hosts", {}), "hosts"), folder)
+    cells, aliases = _cells(data.get("servers"), base, folder)
+    hosts_table.check_cells(hosts, base, cells, network=network is not None, backend=meta.backend)
     baseline = meta_tab.get("baseline", cells[0].name)
-    if baseline not in {c.name for c in cells}:
+    names = {c.name for c in cells}
+    if isinstance(baseline, str) and baseline not in names:
+        baseline = aliases.get(baseline, baseline)  # spelled by the checked values: "gomemlimit=25165824"
+    if baseline not in names:
         raise ExperimentError(
             f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
         )
@@ -113,6 +119,7 @@ def _parse(data: dict[str, Any], default_name: str, folder: Path) -> Experiment:
         soak=soak,
         profile=meta.profile,
         backend=meta.backend,
+        hosts=hosts,
     )
 
 
@@ -154,13 +161,18 @@ def _switches(meta: dict[str, Any], checked: _Meta) -> _Meta:
     return replace(checked, aa=aa, alpha=float(alpha), profile=profile, duet=duet)
 
 
-def _cells(groups: Any, base: Load, folder: Path) -> list[Cell]:
-    """Every [[servers]] group's cells, their names unique across groups."""
+def _cells(groups: Any, base: Load, folder: Path) -> tuple[list[Cell], dict[str, str]]:
+    """Every [[servers]] group's cells, their names unique across groups, and the names their checked values
+    would spell → the cell's name, where that is one cell's (xferbench/config/cells.py)."""
     if not isinstance(groups, list) or not groups:
         raise ExperimentError("servers: required; expected one or more [[servers]] tables")
     cells: list[Cell] = []
+    spelled: dict[str, list[str]] = {}
     for gi, group in enumerate(groups):
-        cells += _group_cells(_table(group, f"servers[{gi}]"), f"servers[{gi}]", base, folder)
+        group_cells, aliases = _group_cells(_table(group, f"servers[{gi}]"), f"servers[{gi}]", base, folder)
+        cells += group_cells
+        for alias, name in aliases:
+            spelled.setdefault(alias, []).append(name)
     seen: set[str] = set()
     for c in cells:
         if c.name in seen:
@@ -168,49 +180,41 @@ def _cells(groups: Any, base: Load, folder: Path) -> list[Cell]:
                 f"servers: two cells are both named {c.name!r}; give the groups different labels or name templates"
             )
         seen.add(c.name)
-    return cells
+    return cells, {alias: names[0] for alias, names in spelled.items() if len(names) == 1}
 
 
 def _check_combinations(meta: _Meta, cells: list[Cell], soak_table: bool) -> None:
-    """What the backend, [soak] and profiling refuse of the cells."""
+    """What the backend, [soak] and profiling refuse of the cells, as each cell's kind answers."""
     limited = [c.name for c in cells if c.limits != Limits()]
     if limited and meta.backend != "docker":
         raise ExperimentError(
             f"servers.limits (cell {limited[0]!r}): container limits need experiment.backend = "
             '"docker"; a host process gets no cgroup limits here'
         )
-    commands = [c for c in cells if c.command is not None]
-    if commands and soak_table:
-        raise ExperimentError(
-            f"servers (cell {commands[0].name!r}): a command server runs without [soak] for now; drop [soak]"
-        )
-    for c in commands:  # in a container exactly when it names its image: xferbench never builds the user's
-        if meta.backend == "docker" and not c.image:
+    for c in cells if soak_table else ():  # a soak judges the server's own counts, as ours export them
+        if not c.kind.metrics:
+            raise ExperimentError(f"[soak]: {c.server} has no metrics endpoint, and a soak judges the server's own counts")
+        if not c.kind.soak:
+            raise ExperimentError(f"servers (cell {c.name!r}): a {c.server} server runs without [soak] for now; drop [soak]")
+    for c in cells:  # the user's image: in a container exactly when it names it, and xferbench never builds it
+        if c.kind.needs_image and meta.backend == "docker" and not c.image:
             raise ExperimentError(
-                f'servers (cell {c.name!r}): a command server in a container (experiment.backend = "docker") '
+                f'servers (cell {c.name!r}): a {c.server} server in a container (experiment.backend = "docker") '
                 'needs image = "<its image>", present in the engine (xferbench does not build it)'
             )
-        if meta.backend != "docker" and c.image:
+        if c.kind.needs_image and meta.backend != "docker" and c.image:
             raise ExperimentError(
                 f'servers (cell {c.name!r}): image = {c.image!r} needs experiment.backend = "docker" '
                 "(without it the command runs as a host process)"
             )
-    _check_capabilities(meta, cells, soak_table)
+    for c in cells if meta.profile else ():
+        if c.kind.profiler_kind is None:
+            raise ExperimentError(f"experiment.profile = true: {c.server} has no profiler in the registry; drop one of them")
     if meta.profile and any(c.load.mode == "capacity" for c in cells):
         raise ExperimentError(
             'experiment.profile = true: a capacity search (load.mode = "capacity") is not '
             "profiled (its steps have no one measured window); drop one of them"
         )
-
-
-def _check_capabilities(meta: _Meta, cells: list[Cell], soak_table: bool) -> None:
-    """What a registry kind's entry says it lacks: [soak] reads the server's /metrics, profile = true its profiler."""
-    specs = {c.server: servers.SERVERS[c.server] for c in cells if c.command is None}
-    for name, spec in specs.items():
-        if soak_table and not spec.metrics:
-            raise ExperimentError(f"[soak]: {name} has no metrics endpoint, and a soak judges the server's own counts")
-        if meta.profile and spec.profiler is None:
-            raise ExperimentError(f"experiment.profile = true: {name} has no profiler in the registry; drop one of them")
 
 
 def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> bool:

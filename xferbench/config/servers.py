@@ -1,22 +1,25 @@
-"""The server registry: one entry per kind of server, holding everything the runner knows about it.
+"""The server registry: one entry per kind of server, holding everything the runner knows about it, and
+`ServerKind`, what the runner asks of any cell's server.
 
 The experiment schema (which servers, flags and transports a file may name), the process and container
 backends (binary, listeners, ports, ready line), the profilers, the images and the local stack's scrape
 targets all read an entry here, so a new kind of server is one entry (plus its Dockerfile when it has an
-image). This module is data and small callables only: it sits below `experiment` in the import layers and
-imports nothing of the runner's.
+image). A user's own server (`server = "command"`) is no entry: its [[servers]] entry describes it
+(xferbench/config/command.py's `Command`), and both are a `ServerKind`, the one object a cell holds. This
+module is data and small callables only: the experiment's parsing (parse.py, cells.py) reads it, and it imports
+nothing of the runner's.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from py_client.durations import parse_duration_us
 from py_client.sizes import SIZE_HELP, parse_size
+from xferbench.config import series
 from xferbench.config.files import ROOT
 
 ON_OFF = ("on", "off")
@@ -29,6 +32,108 @@ CALLS = ("upload", "download", "echo", "meta")
 Validator = Callable[[Any], str]
 # The samplers of xferbench/measure/profile/: perf on the PID, or the server's own pprof endpoint.
 ProfilerKind = Literal["perf", "pprof"]
+Unwind = Literal["fp", "dwarf"]
+# How the run layer starts a kind's server (xferbench/run/serverstart.py, xferbench/run/containers/backend.py):
+# "registry": the entry's binary with its flags, up at its ready line; "command": the user's command line, its
+# placeholders filled, up once its ready condition holds (xferbench/run/commandserver.py).
+Launcher = Literal["registry", "command"]
+
+
+@dataclass(frozen=True)
+class Profiler:
+    """How `profile = true` samples a server: perf on its PID (unwinding by frame pointers or DWARF), or
+    GET <pprof>/profile; `why` says what decided it. A command's is chosen once per cell (its pprof address
+    with placeholders unfilled, xferbench/config/command.py); `ServerKind.sampling` gives the one of a running
+    server, its address filled."""
+
+    kind: ProfilerKind
+    unwind: Unwind | None = None  # perf only
+    pprof: str | None = None  # pprof only: http://HOST:PORT/PATH, e.g. .../debug/pprof
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **({"unwind": self.unwind} if self.unwind else {}),
+                **({"pprof": self.pprof} if self.pprof else {}), "why": self.why}
+
+
+class ServerKind(Protocol):
+    """What the runner asks of a cell's server, whatever its kind: a registry entry (`ServerSpec`) or a user's
+    command (xferbench/config/command.py's `Command`). A cell holds one (`Cell.kind`); the schema, the run and
+    the measurements read its answers, never which kind it is."""
+
+    @property
+    def name(self) -> str:
+        """What [[servers]] server names, the cells' and the rows' `server`."""
+
+    @property
+    def label(self) -> str:
+        """The default first part of its cell names."""
+
+    @property
+    def transports(self) -> tuple[str, ...]: ...
+
+    @property
+    def flags(self) -> Mapping[str, Validator]:
+        """Its flags (their [[servers]] keys), each with its validator."""
+
+    @property
+    def flag_path(self) -> str:
+        """Where its flags are written in its [[servers]] entry, as an error names them: "flags." (the
+        [servers.flags] table) or "" (the entry's own keys)."""
+
+    @property
+    def calls(self) -> tuple[str, ...]:
+        """The calls it serves; the schema refuses a [load] mix naming another."""
+
+    @property
+    def metrics(self) -> bool:
+        """Whether it serves a Prometheus /metrics the runner scrapes (False: the client and /proc figures only)."""
+
+    @property
+    def requests(self) -> series.Requests | None:
+        """Its own request series in its /metrics; None: ours (xfer_requests_total, ...)."""
+
+    @property
+    def soak(self) -> bool:
+        """Whether [soak] can judge it: its /metrics counts heap, descriptors and threads as ours do."""
+
+    @property
+    def profiler_kind(self) -> ProfilerKind | None:
+        """The sampler `profile = true` uses on it; None: `profile = true` refuses it."""
+
+    @property
+    def image(self) -> Image | None:
+        """The image xferbench builds for it (`xferbench images build`); None: none."""
+
+    @property
+    def needs_image(self) -> bool:
+        """Whether its image is the user's: backend = "docker" needs `image =` and `image =` needs that backend;
+        xferbench never builds it."""
+
+    @property
+    def launcher(self) -> Launcher:
+        """How the run layer starts it."""
+
+    @property
+    def clean_exits(self) -> tuple[int | None, ...]:
+        """The exit statuses that are no warning once the runner's SIGTERM stopped it."""
+
+    @property
+    def probed_ports(self) -> tuple[str, ...]:
+        """Listeners beyond the load's that the probe before the first run tries once it is ready (a command's
+        placeholder ports past {port}); () when its ready line names them."""
+
+    def default_binary(self) -> str:
+        """The program a cell runs when its [[servers]] entry names none."""
+
+    def metrics_at(self, addr: Callable[[str], str]) -> str:
+        """Where its /metrics is scraped, from `addr` (a running server's ready addresses, KeyError if absent)."""
+
+    def sampling(self, addr: Callable[[str], str]) -> Profiler | None:
+        """How `profile = true` samples it now it runs, its addresses read by `addr` (KeyError if absent)."""
+
+    def config_json(self) -> dict[str, Any]:
+        """What a cell's config records of it beyond its name (a command's command line, ready condition, ...)."""
 
 
 # --- flag validators ----------------------------------------------------------------------------------
@@ -129,6 +234,8 @@ class Image:
 
 @dataclass(frozen=True)
 class ServerSpec:
+    """A kind of server this repository builds: one entry of SERVERS, and a `ServerKind`."""
+
     name: str  # what [[servers]] server names, the cells' `server` label, the compose service
     label: str  # the default first part of its cell names
     binary_env: str  # the variable naming another binary (an ASan build, a test's copy)
@@ -145,7 +252,7 @@ class ServerSpec:
     # What the kind can do, read by everything that iterates SERVERS rather than by its name:
     calls: tuple[str, ...] = CALLS  # the calls it serves; the schema refuses a [load] mix naming another
     # It serves Prometheus /metrics on ports[metrics_key]: the runner scrapes it and the local stack lists it as a
-    # target. False: its cells get the client and /proc figures only. (COMMAND: each cell's `metrics` key says.)
+    # target. False: its cells get the client and /proc figures only.
     metrics: bool = True
     # The protocol suites of tests/ (conformance, badinput, ...) run against it: it serves every call of its
     # transports with PROTOCOL.md's limits. False for a reference server that implements a part only.
@@ -156,9 +263,64 @@ class ServerSpec:
         """Every listener on a free loopback port; the bound addresses are read back from the ready line."""
         return tuple(f"--{k}-addr=127.0.0.1:0" for k in self.ports)
 
+    def port0_at(self, address: str) -> tuple[str, ...]:
+        """Every listener on a free port: its transports' at `address` (where a load on other hosts reaches them,
+        [load] hosts), the others (metrics) on loopback, where only the runner reads them."""
+        at = f"[{address}]" if ":" in address else address
+        return tuple(f"--{k}-addr={at if k in self.transports else '127.0.0.1'}:0" for k in self.ports)
+
     def default_binary(self) -> str:
         """$<binary_env>, else the built binary under the repository."""
         return os.environ.get(self.binary_env) or str(ROOT / self.binary)
+
+    # --- its answers as a ServerKind ---
+
+    @property
+    def flag_path(self) -> str:
+        return "flags."
+
+    @property
+    def requests(self) -> series.Requests | None:
+        return None  # ours: xfer_requests_total and its kin
+
+    @property
+    def soak(self) -> bool:
+        return self.metrics
+
+    @property
+    def profiler_kind(self) -> ProfilerKind | None:
+        return self.profiler
+
+    @property
+    def needs_image(self) -> bool:
+        return False  # its image is `image`, built by xferbench; `image =` in [[servers]] may name another
+
+    @property
+    def launcher(self) -> Launcher:
+        return "registry"
+
+    @property
+    def clean_exits(self) -> tuple[int | None, ...]:
+        return (0, None)  # ours drain and exit 0 on SIGTERM (proto/PROTOCOL.md): anything else is worth a warning
+
+    @property
+    def probed_ports(self) -> tuple[str, ...]:
+        return ()
+
+    def metrics_at(self, addr: Callable[[str], str]) -> str:
+        return addr(self.metrics_key)
+
+    def sampling(self, addr: Callable[[str], str]) -> Profiler | None:
+        """perf unwinding by DWARF (xferbench/measure/profile/perf.py says why), or the pprof handlers on its
+        metrics listener."""
+        if self.profiler == "pprof":
+            return Profiler("pprof", pprof=f"http://{addr(self.metrics_key)}/debug/pprof", why="its registry entry")
+        if self.profiler == "perf":
+            return Profiler("perf", "dwarf", why="its registry entry")
+        return None
+
+    def config_json(self) -> dict[str, Any]:
+        return {}
 
 
 GO_SOURCES = ("servers/go/go.mod", "servers/go/go.sum", "servers/go/cmd", "servers/go/internal")
@@ -228,50 +390,9 @@ SERVERS: dict[str, ServerSpec] = {
 }
 
 
-# Go's own syntax: GOGC=off, GOMEMLIMIT in bytes; checked here so that a typo fails before anything starts.
-def go_gc(v: Any) -> str:
-    if v == "off" or (isinstance(v, int) and not isinstance(v, bool) and v > 0):
-        return str(v)
-    if isinstance(v, str) and v.isdigit() and int(v) > 0:  # "400", as GOGC is written in [servers.env]
-        return v
-    raise ValueError('a positive integer (percent) | "off"')
-
-
-def godebug(v: Any) -> str:
-    if isinstance(v, str) and re.fullmatch(r"[a-z0-9_]+=[^,\s=]+(,[a-z0-9_]+=[^,\s=]+)*", v):
-        return v
-    raise ValueError('GODEBUG settings, "name=value[,name=value...]"')
-
-
-# `server = "command"`: any executable, described by the experiment's own command, ready and metrics keys
-# (xferbench/config/command.py) rather than by binary, ports and ready line. Kept out of SERVERS, which lists the
-# servers this repository builds (the stack, the images and the test suites iterate it). Its flags are the
-# [[servers]] keys that become its environment: LD_PRELOAD for alloc, GOGC, GOMEMLIMIT, GOMAXPROCS, GODEBUG.
-COMMAND = ServerSpec(
-    name="command",
-    label="cmd",
-    binary_env="XFERBENCH_COMMAND_BIN",  # unused: the command names its executable
-    binary="",
-    transports=("grpc", "frame"),
-    ports={},
-    flags={
-        "alloc": one_of(*(a for a in ALLOCATORS if a != "pool")),
-        "gogc": go_gc,
-        "gomemlimit": bytes_or_off,
-        "gomaxprocs": pos_int,
-        "godebug": godebug,
-    },
-    ready_word="",
-    profiler=None,  # not one per kind: each cell's command chooses perf or pprof (command.Profiler)
-    image=None,
-)
-
-
 def get(name: str) -> ServerSpec:
-    """The entry of a kind of server; KeyError names the known ones."""
-    if name == COMMAND.name:
-        return COMMAND
+    """The entry of a kind of server this repository builds; KeyError names the known ones."""
     try:
         return SERVERS[name]
     except KeyError:
-        raise KeyError(f"unknown server {name!r}; known: {' | '.join([*SERVERS, COMMAND.name])}") from None
+        raise KeyError(f"unknown server {name!r}; known: {' | '.join(SERVERS)}") from None

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xferbench.analysis.metrics import CAPACITY_PRECISION, GEN_IDLE_MIN_CORES
+from xferbench.analysis.row import Figures
 
 ACHIEVED_MIN = 0.95  # a step whose achieved rate is below 95% of the offered one did not keep up
 PRECISION = CAPACITY_PRECISION
@@ -40,7 +41,7 @@ class Step:
     gen_idle_cores: float | None = None  # idle time left on the generator's CPUs (cores)
     ok: bool = False
     why: str = ""
-    figures: dict[str, Any] = field(default_factory=dict, repr=False)
+    figures: Figures = field(default_factory=lambda: Figures(), repr=False)  # the load phase's, for the row
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

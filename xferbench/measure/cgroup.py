@@ -28,8 +28,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from xferbench.analysis.row import Figures
 from xferbench.measure import procfs
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -258,7 +258,7 @@ def _paths(pid: int) -> dict[str, Path]:
     return out
 
 
-def figures(pid: int) -> dict[str, Any]:
+def figures(pid: int) -> Figures:
     """ctr_* figures of the container whose init process is `pid`; {} when its cgroup is gone."""
     try:
         paths = _paths(pid)
@@ -267,7 +267,7 @@ def figures(pid: int) -> dict[str, Any]:
     mem, cpu = paths.get("memory"), paths.get("cpu")
     if mem is not None and mem.is_dir():  # v1
         oom = _keyed(mem / "memory.oom_control")
-        out: dict[str, Any] = {
+        out: Figures = {
             "ctr_mem_usage_bytes": _int(mem / "memory.usage_in_bytes"),
             "ctr_mem_peak_bytes": _int(mem / "memory.max_usage_in_bytes"),
             "ctr_mem_failcnt": _int(mem / "memory.failcnt"),

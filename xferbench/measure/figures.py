@@ -1,19 +1,22 @@
 """Row fields and per-second series from the snapshots of one run's measured window.
 
 Both metric sources (the built-in scraper and PromQL) hand over lists of `Snapshot`s, so every figure
-below is computed by one piece of code whichever source was used.
+below is computed by one piece of code whichever source was used. The row's figures travel as `Figures`
+(xferbench/analysis/row.py): a key that is no RunRow figure is a type error here, not a key in the row's `extra`.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from xferbench.analysis.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
+from xferbench.analysis.row import Figures
 from xferbench.config.series import OURS, Requests, Selector
-from xferbench.measure.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, quantile
+from xferbench.measure.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, first_bucket_bound, quantile
 from xferbench.measure.tree import Sample as TreeSample
+from xferbench.measure.tree import Window as TreeWindow
 
 # loadgen's per-chunk records (loadgen/_recorder.py): by name, since any other method (a user's own, via
 # [load] call or locustfile) is a whole operation, whatever its name ends with
@@ -52,6 +55,24 @@ def _hq(a: Snapshot, b: Snapshot, name: str, q: float, pred: LabelTest | None = 
     return quantile(q, bucket_delta(a.buckets(name, pred), b.buckets(name, pred)))
 
 
+def _resolved_quantiles(a: Snapshot, b: Snapshot, name: str, pred: LabelTest | None,
+                        wanted: dict[Literal["server_p95_s", "server_p99_s"], float]) -> Figures:
+    """The server's latency quantiles from its histogram, each with its value, or None and its bound in
+    quantile_bounds when it lies in the first bucket (scrape.first_bucket_bound): a user's histogram may start
+    at 5 ms, where an interpolated P95 of a 200 µs call would read 4.75 ms."""
+    buckets = bucket_delta(a.buckets(name, pred), b.buckets(name, pred))
+    out: Figures = {}
+    bounds: dict[str, float] = {}
+    for key, q in wanted.items():
+        bound = first_bucket_bound(q, buckets)
+        out[key] = None if bound is not None else quantile(q, buckets)
+        if bound is not None:
+            bounds[key] = bound
+    if bounds:
+        out["quantile_bounds"] = bounds
+    return out
+
+
 def _series(snaps: list[Snapshot], name: str) -> list[float]:
     return [v for v in (s.sum(name) for s in snaps) if v is not None]
 
@@ -60,25 +81,17 @@ def window(snaps: list[Snapshot], t_from: float, t_to: float, slack: float = 0.5
     return [s for s in snaps if t_from - slack <= s.t <= t_to + slack]
 
 
-CLIENT_FIGURES = (
-    "client_qps",
-    "client_bytes_per_s",
-    "client_upload_bytes_per_s",
-    "client_download_bytes_per_s",
-    "client_p50_s",
-    "client_p95_s",
-    "client_p99_s",
-    "client_requests",
-    "client_failures",
-    "client_failure_rate",
-    "gen_cpu_cores",
-    "client_users",
-)
+def _no_client_figures() -> Figures:
+    """client_figures' keys, every one None: what a window too short to measure gives."""
+    return {"client_qps": None, "client_bytes_per_s": None, "client_upload_bytes_per_s": None,
+            "client_download_bytes_per_s": None, "client_p50_s": None, "client_p95_s": None, "client_p99_s": None,
+            "client_requests": None, "client_failures": None, "client_failure_rate": None, "gen_cpu_cores": None,
+            "client_users": None}
 
 
-def _client_counts(a: Snapshot, b: Snapshot) -> dict[str, Any]:
+def _client_counts(a: Snapshot, b: Snapshot) -> Figures:
     """Whole operations, failed ones, their rate and failure share between two client snapshots."""
-    out: dict[str, Any] = {}
+    out: Figures = {}
     dt = b.t - a.t
     # loadgen exports a method's series from its first completed call: none yet at the window's start is 0
     # (a window from the load's first second, or 10 MiB transfers slower than the warm-up)
@@ -113,9 +126,9 @@ def _client_methods(a: Snapshot, b: Snapshot) -> dict[str, dict[str, float | Non
     return methods
 
 
-def client_figures(win: list[Snapshot]) -> dict[str, Any]:
+def client_figures(win: list[Snapshot]) -> Figures:
     """Client QPS, bytes/s, P50/P95/P99 (from histograms), failures and generator CPU over the window."""
-    out: dict[str, Any] = dict.fromkeys(CLIENT_FIGURES)
+    out = _no_client_figures()
     if len(win) < 2:
         return out
     a, b = win[0], win[-1]
@@ -127,8 +140,9 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
     out["client_download_bytes_per_s"] = _rate(
         a, b, "xfer_client_transfer_bytes_total", lambda d: d.get("direction") == "download"
     )
-    for q, key in ((0.5, "client_p50_s"), (0.95, "client_p95_s"), (0.99, "client_p99_s")):
-        out[key] = _hq(a, b, "xfer_client_request_duration_seconds", q, _op)
+    out["client_p50_s"] = _hq(a, b, "xfer_client_request_duration_seconds", 0.5, _op)
+    out["client_p95_s"] = _hq(a, b, "xfer_client_request_duration_seconds", 0.95, _op)
+    out["client_p99_s"] = _hq(a, b, "xfer_client_request_duration_seconds", 0.99, _op)
     out["client_methods"] = _client_methods(a, b)
     out["gen_cpu_cores"] = _rate(a, b, "process_cpu_seconds_total")
     users = _series(win, "xfer_client_users")
@@ -136,39 +150,24 @@ def client_figures(win: list[Snapshot]) -> dict[str, Any]:
     return out
 
 
-SERVER_FIGURES = (
-    "server_qps",
-    "server_p95_s",
-    "server_p99_s",
-    "server_errors",
-    "server_cpu_cores",
-    "server_bytes_per_s",
-    "rss_peak_bytes",
-    "rss_mean_bytes",
-    "gc_pauses",
-    "gc_pause_total_s",
-    "gc_pause_p99_s",
-    "gc_cpu_share",
-    "heap_inuse_mean_bytes",
-    "alloc_allocated_bytes",
-    "alloc_resident_bytes",
-    "alloc_resident_peak_bytes",
-    "alloc_committed_bytes",
-    "server_requests",
-    "server_cpu_per_request_s",
-    "server_cpu_per_gib_s",
-    "gc_pause_per_request_s",
-)
+def _no_server_figures() -> Figures:
+    """server_figures' keys, every one None, in the order the row's scrape_check has always listed them."""
+    return {"server_qps": None, "server_p95_s": None, "server_p99_s": None, "server_errors": None,
+            "server_cpu_cores": None, "server_bytes_per_s": None, "rss_peak_bytes": None, "rss_mean_bytes": None,
+            "gc_pauses": None, "gc_pause_total_s": None, "gc_pause_p99_s": None, "gc_cpu_share": None,
+            "heap_inuse_mean_bytes": None, "alloc_allocated_bytes": None, "alloc_resident_bytes": None,
+            "alloc_resident_peak_bytes": None, "alloc_committed_bytes": None, "server_requests": None,
+            "server_cpu_per_request_s": None, "server_cpu_per_gib_s": None, "gc_pause_per_request_s": None}
 
 
 def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None, rq: Requests) -> dict[str, Any]:
+def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None, rq: Requests) -> Figures:
     """Requests, errors, latency, bytes and CPU between two server snapshots (`cpu`: the seconds it used; `rq`:
     the series that count and time its requests)."""
-    out: dict[str, Any] = {}
+    out: Figures = {}
     dt = b.t - a.t
     ctr = rq.counter
     out["server_qps"] = _rate(a, b, ctr.name, ctr)
@@ -177,19 +176,18 @@ def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None, rq: Requests) -
             a.sum(ctr.name, rq.is_error) or 0.0, b.sum(ctr.name, rq.is_error) or 0.0
         )
     if rq.latency is not None:
-        out["server_p95_s"] = _hq(a, b, rq.latency.name, 0.95, rq.latency)
-        out["server_p99_s"] = _hq(a, b, rq.latency.name, 0.99, rq.latency)
+        out.update(_resolved_quantiles(a, b, rq.latency.name, rq.latency, {"server_p95_s": 0.95, "server_p99_s": 0.99}))
     out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
     out["server_bytes_per_s"] = _rate(a, b, "xfer_transfer_bytes_total")
     return out
 
 
 def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: float | None, ctr: Selector
-                 ) -> tuple[dict[str, Any], float | None]:
+                 ) -> tuple[Figures, float | None]:
     """CPU per request and per GiB moved, and the request count the per-request figures divide by."""
     # Cost per unit of work: what the server spent, whoever set the pace. It holds when the generator is
     # the bottleneck, and under a fixed offered load it is the figure that differs between configurations.
-    out: dict[str, Any] = {}
+    out: Figures = {}
     req = counter_delta(a.sum(ctr.name, ctr), b.sum(ctr.name, ctr))
     moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
     out["server_requests"] = req
@@ -202,35 +200,39 @@ def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: f
     return out, req
 
 
-def _go_gc(win: list[Snapshot], cpu: float | None, req: float | None) -> dict[str, Any]:
+def _go_gc(win: list[Snapshot], cpu: float | None, req: float | None) -> Figures:
     """Go GC pauses (count, total, P99), its share of the server's CPU and its pause per request."""
     a, b = win[0], win[-1]
-    out: dict[str, Any] = dict.fromkeys(("gc_pauses", "gc_pause_total_s"))
+    pauses: float | None = None
+    total: float | None = None
     # Go GC: pauses from the summary's count/sum; P99 from the runtime/metrics pause histogram when exported.
     n = counter_delta(a.sum("go_gc_duration_seconds_count"), b.sum("go_gc_duration_seconds_count"))
     if n is not None:
-        out["gc_pauses"] = n
-        out["gc_pause_total_s"] = counter_delta(a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum"))
+        pauses = n
+        total = counter_delta(a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum"))
+    out: Figures = {}
     if b.buckets("go_sched_pauses_total_gc_seconds"):
         out["gc_pause_p99_s"] = _hq(a, b, "go_sched_pauses_total_gc_seconds", 0.99)
-        if out["gc_pauses"] is None:
+        if pauses is None:
             cnt = b.buckets("go_sched_pauses_total_gc_seconds")
             cnt0 = a.buckets("go_sched_pauses_total_gc_seconds")
-            out["gc_pauses"] = max(cnt.values()) - (max(cnt0.values()) if cnt0 else 0.0)
+            pauses = max(cnt.values()) - (max(cnt0.values()) if cnt0 else 0.0)
     elif n is not None:
         mx = [v for s in win if (v := s.get("go_gc_duration_seconds", quantile="1")) is not None]
         out["gc_pause_p99_s"] = max(mx) if mx and n else None  # the summary's max: an upper bound
+    out["gc_pauses"] = pauses
+    out["gc_pause_total_s"] = total
     gc_cpu = counter_delta(
         a.sum("go_cpu_classes_gc_total_cpu_seconds_total"), b.sum("go_cpu_classes_gc_total_cpu_seconds_total")
     )
     if gc_cpu is not None and cpu:
         out["gc_cpu_share"] = gc_cpu / cpu
-    if out["gc_pause_total_s"] is not None and req:
-        out["gc_pause_per_request_s"] = out["gc_pause_total_s"] / req
+    if total is not None and req:
+        out["gc_pause_per_request_s"] = total / req
     return out
 
 
-def _memory(win: list[Snapshot], whole: list[Snapshot]) -> dict[str, Any]:
+def _memory(win: list[Snapshot], whole: list[Snapshot]) -> Figures:
     """RSS (peak over the whole run, mean over the window), the Go heap and the allocator's own figures."""
     rss_all = _series(whole, "process_resident_memory_bytes")
     res_all = _series(whole, "xfer_allocator_resident_bytes")
@@ -247,7 +249,7 @@ def _memory(win: list[Snapshot], whole: list[Snapshot]) -> dict[str, Any]:
 
 
 def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
-                   client_requests: float | None = None, requests: Requests | None = None) -> dict[str, Any]:
+                   client_requests: float | None = None, requests: Requests | None = None) -> Figures:
     """Server QPS and P95, errors, CPU, RSS (peak over the whole run, mean over the window), Go GC and
     allocator figures over the window. Figures a server does not export stay None. `requests` names the
     series that count and time its requests (a command server's [servers.requests]; default: ours,
@@ -255,7 +257,7 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
     count, or by `client_requests` when it keeps none (a command server exporting only the Go runtime's or
     process_* series)."""
     rq = requests or OURS
-    out: dict[str, Any] = dict.fromkeys(SERVER_FIGURES)
+    out = _no_server_figures()
     if len(win) < 2:
         return out
     a, b = win[0], win[-1]
@@ -268,13 +270,13 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
     return out
 
 
-def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait: list[int]) -> dict[str, Any]:
+def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait: list[int]) -> Figures:
     """Connections over the window: accepted per second by the server (xfer_connections_accepted_total),
     opened and re-opened per second by the client (loadgen's --xfer-connections counts), and the peak of
     TIME_WAIT sockets on the server's port sampled each second over the whole phase. None where not exported
     (a client that made no connection yet exports no connection counters)."""
-    out: dict[str, Any] = dict.fromkeys(("conns_accepted_per_s", "conns_opened_per_s", "reconnects_per_s",
-                                         "time_wait_peak"))
+    out: Figures = {"conns_accepted_per_s": None, "conns_opened_per_s": None, "reconnects_per_s": None,
+                    "time_wait_peak": None}
     if len(server) >= 2:
         out["conns_accepted_per_s"] = _rate(server[0], server[-1], "xfer_connections_accepted_total")
     if len(client) >= 2:
@@ -359,23 +361,20 @@ def _nearest(snaps: Sequence[_Timed], t: float, slack: float = 0.6) -> _Timed | 
 # its own scrape instants, so it may differ by a few ticks at each end of the window and by this share besides.
 SELF_CPU_TOLERANCE = 0.05
 SELF_CPU_TOLERANCE_S = 0.04
-COST_FIGURES = ("server_cpu_cores", "server_cpu_per_request_s", "cpu_requests_from", "server_cpu_per_op_s",
-                "server_cpu_per_gib_s", "cpu_clock", "cpu_selfreport_ratio")
 
 
-def cost_figures(tree_window: dict[str, Any], measured: dict[str, Any], clock: str) -> dict[str, Any]:
+def cost_figures(tree: TreeWindow, measured: Figures, clock: str) -> tuple[Figures, list[str]]:
     """What the server's whole process tree cost over the window (xferbench/measure/tree.py's window figures),
     by the tree's clock, in place of what the server says of its own process: CPU cores; CPU per request over the
     server's own count where it keeps one (`measured`'s server_requests), else the client's (`cpu_requests_from`
     says which); CPU per client operation, always the client's count; CPU per GiB moved; and the server's own
     process_cpu_seconds_total as a cross-check (`cpu_selfreport_ratio`, warned about when a one-process server
-    disagrees beyond the tolerance). `warnings` lists what the row must say."""
-    out: dict[str, Any] = {k: v for k, v in tree_window.items()
-                           if v is not None and k not in ("server_cpu_s", "server_cpu_span_s")}
-    out["warnings"] = []
-    cpu, span = tree_window.get("server_cpu_s"), tree_window.get("server_cpu_span_s")
+    disagrees beyond the tolerance). With the figures, what the row's warnings must say."""
+    out = tree.figures.copy()
+    warnings: list[str] = []
+    cpu, span = tree.cpu_s, tree.span_s
     if cpu is None or not span:
-        return out  # too few samples of the tree: whatever the server reported stands
+        return out, warnings  # too few samples of the tree: whatever the server reported stands
     out["cpu_clock"] = clock
     own = measured.get("server_cpu_cores")
     out["server_cpu_cores"] = cores = cpu / span
@@ -389,10 +388,10 @@ def cost_figures(tree_window: dict[str, Any], measured: dict[str, Any], clock: s
     out["server_cpu_per_gib_s"] = cpu / (rate * span / (1 << 30)) if rate else None
     if own is not None and cores > 0:
         out["cpu_selfreport_ratio"] = own / cores
-        alone = tree_window.get("procs_peak") == 1
+        alone = tree.figures.get("procs_peak") == 1
         off = abs(own - cores) * span
         if alone and off > SELF_CPU_TOLERANCE_S and abs(own / cores - 1) > SELF_CPU_TOLERANCE:
-            out["warnings"].append(
+            warnings.append(
                 f"the server's own process_cpu_seconds_total says {own:.3f} cores where its {clock} says "
                 f"{cores:.3f}: beyond the {SELF_CPU_TOLERANCE:.0%} tolerance (the {clock} figure is the one used)")
-    return out
+    return out, warnings

@@ -169,6 +169,18 @@ def quantile(q: float, cumulative: dict[float, float]) -> float | None:
     return bounds[-1]
 
 
+def first_bucket_bound(q: float, cumulative: dict[float, float]) -> float | None:
+    """The upper bound of the histogram's first bucket when the q-quantile lies in it, else None. There the
+    interpolation of `quantile` spreads the bucket's observations evenly from zero, so its value says nothing
+    but "at most this": a server whose every call takes under its first bucket's 5 ms shows 4.75 ms as P95."""
+    bounds = sorted(b for b in cumulative if not math.isinf(b))
+    total = max(cumulative.values(), default=0.0)
+    if not bounds or total <= 0:
+        return None
+    first = bounds[0]
+    return first if cumulative[first] >= q * total else None
+
+
 def bucket_delta(a: dict[float, float], b: dict[float, float]) -> dict[float, float]:
     """b - a per bucket (a counter reset in between yields b alone)."""
     if any(b.get(k, 0.0) < v for k, v in a.items()):

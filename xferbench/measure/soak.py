@@ -29,9 +29,8 @@ import csv
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from xferbench.analysis.row import RunRow
+from xferbench.analysis.row import Figures, RunRow
 from xferbench.config import Soak
 from xferbench.measure import growth, procfs
 from xferbench.measure.scrape import Snapshot, scrape
@@ -100,7 +99,7 @@ class Watch:
         st = procfs.status(self.pid)
         self.ticks.append((time.time(), procfs.rss_bytes(st), procfs.open_fds(self.pid), procfs.threads(st)))
 
-    def window(self, server: list[Snapshot], t0: float, t_from: float, t_to: float) -> dict[str, Any]:
+    def window(self, server: list[Snapshot], t0: float, t_from: float, t_to: float) -> Figures:
         """Growth fields of the measured window [t_from, t_to] (wall-clock; t0: the load's start): the fitted
         growth over its last part (judged_span), which the verdict judges."""
         rss = [(t, float(v)) for t, v, _, _ in self.ticks if v is not None]
@@ -116,7 +115,7 @@ class Watch:
             else None,
         }
 
-    def after(self) -> dict[str, Any]:
+    def after(self) -> Figures:
         """The counts once the load is gone (waiting, bounded, for the server to close its connections),
         against those before it, and the run's verdict."""
         start = self.start or Held(None, None, None)

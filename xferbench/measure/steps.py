@@ -13,7 +13,7 @@ the generator's CPU (and its CPUs' idle time) with `saturated` marked, and the s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from xferbench.measure import figures
@@ -68,28 +68,59 @@ def _first_run_at(client: Sequence[Snapshot], level: int) -> list[Snapshot]:
     return run
 
 
-def step_figures(win: Window, server: Sequence[Snapshot], gen_ticks: Sequence[Tick]) -> dict[str, Any]:
+@dataclass
+class Level:
+    """One level's figures (None where its window is too short or a side exports nothing): a point of the stress
+    matrix. The figures' names are the row's (xferbench/analysis/row.py Figures) where the row has the figure;
+    `to_json()` is one element of the row's `steps`."""
+
+    users: int
+    note: str | None = None
+    duration_s: float | None = None
+    client_bytes_per_s: float | None = None
+    client_qps: float | None = None
+    client_avg_s: float | None = None
+    client_p50_s: float | None = None
+    client_p95_s: float | None = None
+    client_p99_s: float | None = None
+    client_requests: float | None = None
+    client_failures: float | None = None
+    client_failure_rate: float | None = None
+    gen_cpu_cores: float | None = None
+    gen_cpus_idle_cores: float | None = None
+    gen_saturated: bool | None = None
+    server_cpu_cores: float | None = None
+    server_bytes_per_s: float | None = None
+    rss_peak_bytes: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def step_figures(win: Window, server: Sequence[Snapshot], gen_ticks: Sequence[Tick]) -> Level:
     """A level's figures (None where its window is too short or a side exports nothing)."""
-    out: dict[str, Any] = {"users": win.users, "note": win.note, "duration_s": None, "client_bytes_per_s": None,
-                           "client_qps": None, "client_avg_s": None, "client_p50_s": None, "client_p95_s": None,
-                           "client_p99_s": None, "client_requests": None, "client_failures": None,
-                           "client_failure_rate": None, "gen_cpu_cores": None, "gen_cpus_idle_cores": None,
-                           "gen_saturated": None, "server_cpu_cores": None, "server_bytes_per_s": None,
-                           "rss_peak_bytes": None}
+    out = Level(win.users, win.note)
     if len(win.snaps) < 2:
         return out
     a, b = win.snaps[0], win.snaps[-1]
     c = figures.client_figures(list(win.snaps))
-    out["duration_s"] = round(b.t - a.t, 3)
-    for k in ("client_bytes_per_s", "client_qps", "client_p50_s", "client_p95_s", "client_p99_s", "client_requests",
-              "client_failures", "client_failure_rate", "gen_cpu_cores"):
-        out[k] = c[k]
-    out["client_avg_s"] = average_s(a, b)
-    out["gen_cpus_idle_cores"] = idle_cores(gen_ticks, a.t, b.t)
-    out["gen_saturated"] = figures.generator_saturated(out["gen_cpu_cores"], out["gen_cpus_idle_cores"])
+    out.duration_s = round(b.t - a.t, 3)
+    out.client_bytes_per_s = c.get("client_bytes_per_s")
+    out.client_qps = c.get("client_qps")
+    out.client_p50_s = c.get("client_p50_s")
+    out.client_p95_s = c.get("client_p95_s")
+    out.client_p99_s = c.get("client_p99_s")
+    out.client_requests = c.get("client_requests")
+    out.client_failures = c.get("client_failures")
+    out.client_failure_rate = c.get("client_failure_rate")
+    out.gen_cpu_cores = c.get("gen_cpu_cores")
+    out.client_avg_s = average_s(a, b)
+    out.gen_cpus_idle_cores = idle_cores(gen_ticks, a.t, b.t)
+    out.gen_saturated = figures.generator_saturated(out.gen_cpu_cores, out.gen_cpus_idle_cores)
     srv = figures.server_figures(figures.window(list(server), a.t, b.t))
-    for k in ("server_cpu_cores", "server_bytes_per_s", "rss_peak_bytes"):
-        out[k] = srv[k]
+    out.server_cpu_cores = srv.get("server_cpu_cores")
+    out.server_bytes_per_s = srv.get("server_bytes_per_s")
+    out.rss_peak_bytes = srv.get("rss_peak_bytes")
     return out
 
 
@@ -114,19 +145,19 @@ def idle_cores(ticks: Sequence[Tick], t_a: float, t_b: float) -> float | None:
 
 
 def per_step(client: Sequence[Snapshot], server: Sequence[Snapshot], gen_ticks: Sequence[Tick],
-             levels: Sequence[int], settle_s: float) -> list[dict[str, Any]]:
-    """Every level's figures, in order: what a run row keeps as `steps`."""
+             levels: Sequence[int], settle_s: float) -> list[Level]:
+    """Every level's figures, in order: what a run row keeps as `steps` (each one's to_json())."""
     return [step_figures(w, server, gen_ticks) for w in windows(client, levels, settle_s)]
 
 
-def warnings(steps: Sequence[dict[str, Any]]) -> list[str]:
+def warnings(steps: Sequence[Level]) -> list[str]:
     """A level whose generator saturated, or that has no window, is said so, never silently reported."""
     out = []
     for st in steps:
-        if st.get("note"):
-            out.append(f"step {st['users']} users: no figures: {st['note']}")
-        elif st.get("gen_saturated"):
-            out.append(f"step {st['users']} users: load generator saturated ({st.get('gen_cpu_cores') or 0:.2f} "
-                       f"cores its own, its CPUs {st.get('gen_cpus_idle_cores') or 0:.2f} cores idle); the step's "
+        if st.note:
+            out.append(f"step {st.users} users: no figures: {st.note}")
+        elif st.gen_saturated:
+            out.append(f"step {st.users} users: load generator saturated ({st.gen_cpu_cores or 0:.2f} "
+                       f"cores its own, its CPUs {st.gen_cpus_idle_cores or 0:.2f} cores idle); the step's "
                        "figures may describe Locust rather than the server")
     return out

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import psutil
 
+from xferbench.analysis.row import Figures
 from xferbench.measure import procfs
 from xferbench.measure.cgroup import Cgroup
 
@@ -112,31 +113,35 @@ def sample(tree: Tree) -> Sample | None:
     return Sample(time.time(), cpu, rss, threads, switches, faults, fds, procs)
 
 
-# The figures of a window, every one over the whole tree (RunRow fields).
-TREE_FIGURES = ("server_cpu_s", "rss_peak_bytes", "rss_mean_bytes", "proc_threads_peak", "proc_ctx_switches_per_s",
-                "proc_page_faults_per_s", "proc_fds_peak", "procs_peak")
+@dataclass(frozen=True)
+class Window:
+    """What the whole tree did over a window: `figures`, the RunRow fields it measured (a figure its samples
+    cannot give is left out, so that the server's own figure of that name stands); `cpu_s`, its CPU seconds in
+    the window by the tree's clock, over `span_s`, the samples' own span (None without two samples in it)."""
+
+    figures: Figures
+    cpu_s: float | None = None
+    span_s: float | None = None
 
 
-def window_figures(samples: list[Sample], t_a: float, t_b: float) -> dict[str, float | None]:
-    """The window [t_a, t_b]: the tree's CPU seconds in it (`server_cpu_s`, over the samples' own span in
-    `server_cpu_span_s`), mean RSS, context switches and page faults per second; peaks of RSS, threads,
-    descriptors and processes over every sample (the whole run)."""
-    out: dict[str, float | None] = dict.fromkeys(TREE_FIGURES)
-    out["rss_peak_bytes"] = max((s.rss_bytes for s in samples), default=None)
-    out["proc_threads_peak"] = max((s.threads for s in samples), default=None)
-    out["proc_fds_peak"] = max((s.fds for s in samples), default=None)
-    out["procs_peak"] = max((s.procs for s in samples), default=None)
+def window_figures(samples: list[Sample], t_a: float, t_b: float) -> Window:
+    """The window [t_a, t_b]: the tree's CPU seconds in it, mean RSS, context switches and page faults per second;
+    peaks of RSS, threads, descriptors and processes over every sample (the whole run)."""
+    out: Figures = {}
+    if samples:
+        out["rss_peak_bytes"] = max(s.rss_bytes for s in samples)
+        out["proc_threads_peak"] = max(s.threads for s in samples)
+        out["proc_fds_peak"] = max(s.fds for s in samples)
+        out["procs_peak"] = max(s.procs for s in samples)
     win = [s for s in samples if t_a - 0.5 <= s.t <= t_b + 0.5]
     if len(win) < 2 or win[-1].t <= win[0].t:
-        return out
+        return Window(out)
     a, b = win[0], win[-1]
     dt = b.t - a.t
-    out["server_cpu_s"] = b.cpu_s - a.cpu_s
-    out["server_cpu_span_s"] = dt
     out["rss_mean_bytes"] = sum(s.rss_bytes for s in win) / len(win)
     out["proc_ctx_switches_per_s"] = (b.ctx_switches - a.ctx_switches) / dt
     out["proc_page_faults_per_s"] = (b.page_faults - a.page_faults) / dt
-    return out
+    return Window(out, b.cpu_s - a.cpu_s, dt)
 
 
 def of_server(root: int, cgroup: Cgroup | None) -> Tree:

@@ -1,20 +1,2 @@
-"""Run-directory artifacts: summary.csv, summary.md, report.html (runs.jsonl and timeseries/ are written by
-the runner as it goes)."""
-
-from __future__ import annotations
-
-from pathlib import Path
-
-from xferbench.analysis.summary import Summary, load, summarize
-from xferbench.report import html, stress, tables
-
-__all__ = ["Summary", "load", "summarize", "write_all"]
-
-
-def write_all(run_dir: Path) -> Summary:
-    s = load(run_dir)
-    tables.write_csv(s, run_dir / "summary.csv")
-    (run_dir / "summary.md").write_text(tables.markdown(s), encoding="utf-8")
-    html.write(s, run_dir, run_dir / "report.html")
-    stress.write_chart(s, run_dir / stress.CHART_FILE)  # a stepped run's chart on its own page too
-    return s
+"""The renderers of a finished run: the run directory's artifacts (`artifacts.write_all`: summary.csv, summary.md,
+report.html), the terminal's and Markdown's tables, the HTML report and its charts, and `xferbench compare`."""

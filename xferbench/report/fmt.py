@@ -33,7 +33,10 @@ def value(v: float | None, unit: str) -> str:
 
 
 def estimate(e: stats.Estimate | None, unit: str, with_ci: bool = True) -> str:
-    """The geometric mean across repeats, with its 95% t-interval when there is one."""
+    """The geometric mean across repeats, with its 95% t-interval when there is one; "≤ bound" for a quantile
+    its histogram could not resolve."""
+    if e is not None and e.center is None and e.bound is not None:
+        return f"≤ {value(e.bound, unit)}"
     if e is None or e.center is None:
         return "-"
     s = value(e.center, unit)

@@ -107,10 +107,6 @@ def points(s: Summary) -> list[Point]:
     return out
 
 
-def has_steps(s: Summary) -> bool:
-    return any(r.ok and r.steps for r in s.rows)
-
-
 HEAD = ("file size", "users", "MiB/s", "avg latency", "P50", "P95", "error rate", "reconnects/s",
         "conns accepted/s", "TIME_WAIT peak", "gen CPU", "runs", "generator")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from xferbench.analysis import failure, stats
 from xferbench.analysis.metrics import BY_NAME, METRICS, RANKED
 from xferbench.analysis.runmeta import Machine, RunMeta
-from xferbench.analysis.summary import CellSummary, Summary, Verdict
+from xferbench.analysis.summary import CellSummary, Summary, Verdict, request_units
 from xferbench.report import conns, containers, cpu, fmt, soak, stress
 
 # The statistical method (xferbench/analysis/stats.py) in one sentence, for the top of every report.
@@ -83,7 +83,8 @@ def aa_text(s: Summary) -> str | None:
 def header(s: Summary) -> list[tuple[str, str]]:
     """(label, plain text) lines for the top of every report, right after the title."""
     if soak.is_soak(s):
-        return [("Soak", soak.goal_text(s)), ("Pinning", pinning_text(s.meta))]
+        placed = [("Placement", s.meta.placement.text or s.meta.placement.describe())] if s.meta.placement else []
+        return [("Soak", soak.goal_text(s)), ("Pinning", pinning_text(s.meta)), *placed]
     rank = title(s.rank_metric)
     if s.rank_metric not in s.present_metrics():
         rank += " (not measured by any cell: the table keeps the experiment's order)"
@@ -95,6 +96,9 @@ def header(s: Summary) -> list[tuple[str, str]]:
     network = s.meta.network
     if network:
         lines.append(("Network", str(network.text)))
+    placement = s.meta.placement
+    if placement:
+        lines.append(("Placement", placement.text or placement.describe()))
     aa = aa_text(s)
     if aa is not None:
         lines.append(("A/A", aa))
@@ -123,10 +127,14 @@ def header(s: Summary) -> list[tuple[str, str]]:
         k = len(s.verdicts) - n
         verdicts += f"; {k} without an interval (no data, too few repeats) {'is' if k == 1 else 'are'} listed, untested"
     if s.others:
-        verdicts += (
-            f"; after them, {len(s.others)} outside the family: figures compared on their own interval (unadjusted, "
-            "listed where it excludes 1) and figures the fixed offered load holds fixed (never judged)"
-        )
+        kinds = {v.comparison.verdict for v in s.others}
+        which = ["figures compared on their own interval (unadjusted, listed where it excludes 1)"]
+        if stats.HELD in kinds:
+            which.append("figures the fixed offered load holds fixed (never judged)")
+        if stats.UNLIKE in kinds:
+            which.append(f"figures per request as each server counts them, which these cells count differently "
+                         f"({'; '.join(sorted(request_units(s.meta)))}: never judged)")
+        verdicts += f"; after them, {len(s.others)} outside the family: " + ", ".join(which)
     lines.append(("Verdicts", verdicts))
     cost = cost_text(s)
     if cost:
@@ -185,8 +193,8 @@ def aa_mark(s: Summary, cell: str) -> str:
 def short_columns(s: Summary) -> list[str]:
     """The ranking metric first, then the other metrics with a column (xferbench/analysis/metrics.py) that some cell
     measured."""
-    present = set(s.present_metrics())
-    return [s.rank_metric] + [m.name for m in METRICS if m.column and m.name in present and m.name != s.rank_metric]
+    shown = set(s.shown_metrics())
+    return [s.rank_metric] + [m.name for m in METRICS if m.column and m.name in shown and m.name != s.rank_metric]
 
 
 def capacity_text(s: Summary, c: CellSummary) -> str:

@@ -196,6 +196,13 @@ class CommandServer(Server):
         return "; its last output: " + " | ".join(lines) if lines else "; it printed nothing"
 
 
+def _command(cell: Cell) -> command.Command:
+    """The cell's kind, a command (the launcher its kind names brought it here)."""
+    if not isinstance(cell.kind, command.Command):
+        raise TypeError(f"cell {cell.name!r}: a {cell.server} server is not started as a command")
+    return cell.kind
+
+
 @dataclass(frozen=True)
 class Launch:
     """A command's start with its placeholders filled: the same for a host process and a container."""
@@ -211,15 +218,14 @@ class Launch:
 def launch(cell: Cell, env: dict[str, str], folders: Mapping[str, str] | None = None) -> Launch:
     """The cell's command on fresh free ports; `env` its environment, the cell's own [servers.env] among it
     (their placeholders are filled here); `folders` the {dir} and {tmpdir} of this start (a host process's)."""
-    cmd = cell.command
-    assert cmd is not None, "a command cell"
+    cmd = _command(cell)
     ports = {name: free_port() for name in cmd.ports}
     values: dict[str, object] = {**ports, **(folders or {})}
     env = {k: cmd.fill(v, values) if k in cell.env else v for k, v in env.items()}
     addrs = {transport: f"127.0.0.1:{ports['port']}" for transport in ("grpc", "frame")}
-    if cmd.metrics:
+    if cmd.metrics_url:
         # The whole URL is what is scraped (any path, https); host:port names the target, as for our servers.
-        addrs["metrics_url"] = cmd.fill(cmd.metrics, ports)
+        addrs["metrics_url"] = cmd.fill(cmd.metrics_url, ports)
         addrs["metrics"] = urllib.parse.urlsplit(addrs["metrics_url"]).netloc
     addrs["ports"] = ",".join(f"{k}={v}" for k, v in ports.items())
     # A log's expression is matched, so the values it names are escaped (a folder's dots are no wildcards).
@@ -233,14 +239,14 @@ def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None, run_fol
     """The cell's command on fresh free ports, up once its ready condition holds, its preload and Go settings
     checked in every process it runs; its templates rendered into `run_folder` ({dir}; None: a temporary
     folder). Raises ServerStartError with its output's tail."""
-    assert cell.command is not None, "a command cell"
-    folders = Folders(cell.command, run_folder)
+    cmd = _command(cell)
+    folders = Folders(cmd, run_folder)
     try:
         run = launch(cell, cell.server_env(), folders.values)
-        folders.render(cell.command, run.values)
+        folders.render(cmd, run.values)
         runtime = command.runtime_env(cell.flags, run.env)
         server = CommandServer(run.argv, {**run.env, **runtime}, run.ready, run.addrs, log_path=log_path, cpus=cpus,
-                               cwd=cell.command.cwd, folders=folders)
+                               cwd=cmd.cwd, folders=folders)
     except BaseException:
         folders.remove()
         raise

@@ -9,22 +9,35 @@ What each driver can do is its entry in the driver registry (xferbench/config/dr
 reads to refuse a load the driver cannot run before any run; GENERATORS below maps an entry's name to its
 class. A new driver is one entry there and one subclass here. xferload runs one method per process with a
 fixed request: `xferload_args` (xferbench/config/load.py) maps the [load] keys it honours to its flags.
+
+With `[load] hosts` (`RemoteLoad`), Locust's master runs here and its workers on those hosts, each host's started
+over SSH (xferbench/run/remote.py) under a small watch of its own (WORKER_WATCH) that ends them when their session
+ends; the runner scrapes the workers where they are.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
+import select
 import subprocess
 import sys
+import time
+import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import loadgen
-from xferbench.config import LOADGEN_KEYS, ROOT, Load, drivers, xferload_args
+from xferbench.config import LOADGEN_KEYS, ROOT, Host, Load, drivers, xferload_args
 from xferbench.config.userload import LOCUSTFILE_HOST, option_args
+from xferbench.measure import figures
 from xferbench.measure.scrape import Snapshot, fetch, scrape
+from xferbench.run import remote
 from xferbench.run.process import (
     READY_TIMEOUT_S,
     STOP_GRACE_S,
@@ -50,7 +63,7 @@ class Generator:
 
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
                  cpus: Sequence[int] | None = None) -> None:
-        self.argv = self.command(host, load, metrics_port, run_time_s) + self.outputs(load, log_path)
+        self.argv = self.build_argv(host, load, metrics_port, run_time_s, log_path)
         if os.path.isabs(self.argv[0]) and not Path(self.argv[0]).exists():
             raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
         self.metrics_port = metrics_port
@@ -60,6 +73,10 @@ class Generator:
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.proc = spawn(self.argv, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, cpus=cpus)
 
+    def build_argv(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path) -> list[str]:
+        """Its command line: the driver's command and the files it writes."""
+        return self.command(host, load, metrics_port, run_time_s) + self.outputs(load, log_path)
+
     @staticmethod
     def command(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
         raise NotImplementedError
@@ -68,6 +85,17 @@ class Generator:
     def outputs(load: Load, log_path: Path) -> list[str]:
         """Flags naming files the generator writes beside its log."""
         return []
+
+    def window_start(self) -> None:
+        """The measured window starts now (the end of the warm-up): what the generator reads of itself then."""
+
+    def host_figures(self, t_a: float, t_b: float) -> dict[str, dict[str, Any]] | None:
+        """With its load on other hosts: each host's share of the window [t_a, t_b] (RunRow.load_hosts)."""
+        return None
+
+    def exit_text(self) -> str:
+        """Why it is no longer alive."""
+        return f"{self.name} exited with status {self.proc.returncode}"
 
     @property
     def metrics_url(self) -> str:
@@ -99,31 +127,211 @@ class Generator:
         return code
 
 
+@dataclass(frozen=True)
+class LoadHost:
+    """A host the load's Locust workers run on: its [hosts] entry, and its address as the host check found it (the
+    workers' metrics bind it, and the runner scrapes them there)."""
+
+    host: Host
+    address: str
+
+
+@dataclass(frozen=True)
+class RemoteLoad:
+    """`[load] hosts`: the master here, bound to `master_address` (this machine's address as the hosts reach it),
+    and `processes` workers on each host."""
+
+    master_address: str
+    hosts: tuple[LoadHost, ...]
+
+
+# Run on a load host as `PYTHON -X MARKER -c WORKER_WATCH PYTHON -X MARKER -m locust ... --worker ...` from the
+# checkout there. It starts the worker in a process group of its own, the worker's output on stderr (the log here);
+# answers each "stat" line of stdin with the idle and wall seconds of the CPUs it may use (JSON, on stdout); and ends
+# the worker's group (SIGTERM, SIGKILL 5 s later) when stdin closes (the runner closed it, or the ssh session died)
+# or on SIGTERM, SIGHUP or SIGINT. MARKER (an -X option Python ignores) names the run's processes for the backstop.
+WORKER_WATCH = r"""
+import json, os, signal, subprocess, sys, threading, time
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=2, start_new_session=True)
+mine = os.sched_getaffinity(0)
+tick = os.sysconf("SC_CLK_TCK")
+def kill(sig):
+    try:
+        os.killpg(p.pid, sig)
+    except OSError:
+        pass
+def end(*_):
+    kill(signal.SIGTERM)
+    t = threading.Timer(5, kill, (signal.SIGKILL,))
+    t.daemon = True
+    t.start()
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, end)
+def idle():
+    total = 0.0
+    with open("/proc/stat") as f:
+        for ln in f:
+            w = ln.split()
+            if w and w[0].startswith("cpu") and w[0][3:].isdigit() and int(w[0][3:]) in mine:
+                total += (float(w[4]) + float(w[5])) / tick
+    return total
+def watch():
+    for line in sys.stdin:
+        if line.strip() == "stat":
+            sys.stdout.write(json.dumps({"idle_s": idle(), "t": time.monotonic(), "cpus": len(mine)}) + "\n")
+            sys.stdout.flush()
+    end()
+threading.Thread(target=watch, daemon=True).start()
+code = p.wait()
+kill(signal.SIGKILL)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+WORKER_STAT_TIMEOUT_S = 3.0
+_markers = itertools.count(1)
+
+
+class _Worker:
+    """The Locust workers of one load host: one ssh session (stdin a pipe its watch reads, stdout its answers, stderr
+    the log), started beside the master."""
+
+    def __init__(self, lh: LoadHost, argv: list[str], log_path: Path) -> None:
+        self.lh = lh
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.proc = spawn(remote.argv(lh.host, argv), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=self._log)
+        self._buf = b""
+        self.stat0: dict[str, float] | None = None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def ask_stat(self) -> None:
+        if self.alive() and self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.write(b"stat\n")
+                self.proc.stdin.flush()
+
+    def read_stat(self, deadline: float) -> dict[str, float] | None:
+        """The watch's answer to "stat" (idle_s, t, cpus), or None by `deadline` (time.monotonic())."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:  # a line that is not the watch's (a login script's chatter) is passed over
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    return None
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return None
+                self._buf += chunk
+            line, self._buf = self._buf.split(b"\n", 1)
+            with contextlib.suppress(ValueError, TypeError):
+                data = json.loads(line)
+                if isinstance(data, dict) and "idle_s" in data:
+                    return {k: float(v) for k, v in data.items()}
+
+    def tail(self, n: int) -> list[str]:
+        self._log.flush()
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return []
+
+    def close_input(self) -> None:
+        """EOF to its watch, which ends the workers (if the master's quit has not already)."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def stop(self, grace_s: float) -> int:
+        self.close_input()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=grace_s)
+        code = stop(self.proc, grace_s=1.0)
+        if self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
+        self._log.close()
+        return code
+
+
 class LocustGenerator(Generator):
     """Locust, alone or distributed (`processes`): then a master, whose own /metrics has no calls, and N workers
     serving theirs on the next free ports, listed on the master's /workers. The master's /metrics/cluster
     merges the workers' reports only every few seconds (Locust's report interval), too coarse for the
-    runner's one-second window edges, so each scrape reads the master and every worker and adds them up."""
+    runner's one-second window edges, so each scrape reads the master and every worker and adds them up.
+
+    With `remote` ([load] hosts) the master runs here, bound to this machine's address as the hosts reach it, and
+    `processes` workers on each host (one ssh session per host, `_Worker`), which it expects before the load starts;
+    each host's workers are also summed apart (`host_figures`), and stopped with the master whatever happens: their
+    sessions closed, then killed, then a remote pkill of the run's marker as a backstop."""
 
     name = "locust"
 
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
-                 cpus: Sequence[int] | None = None) -> None:
+                 cpus: Sequence[int] | None = None, remote_load: RemoteLoad | None = None) -> None:
         self.processes = load.processes
+        self.remote = remote_load
+        self.expected = load.processes * len(remote_load.hosts) if remote_load else load.processes
         self.worker_urls: list[str] = []
+        self.workers: list[_Worker] = []
+        self.marker = f"xferbench-worker-{os.getpid()}-{next(_markers)}"
+        self.host_snaps: dict[str, list[Snapshot]] = {}
+        self._url_host: dict[str, str] = {}
         # The scrapes of the master and its workers, one thread each, for the generator's life (a scrape a second).
         self._scrapers: ThreadPoolExecutor | None = None
         self.csv_prefix = log_path.with_suffix("") if load.locustfile else None
+        self._master_port = free_port() if remote_load else 0
         super().__init__(host, load, metrics_port, run_time_s, log_path, cpus)
+        if remote_load is not None:
+            try:
+                for lh in remote_load.hosts:
+                    argv = self._worker_argv(lh, load, metrics_port)
+                    worker_log = log_path.with_name(f"{log_path.name.removesuffix('.log')}.{lh.host.name}.log")
+                    self.workers.append(_Worker(lh, argv, worker_log))
+            except BaseException:
+                self.stop(grace_s=1.0)
+                raise
+
+    def build_argv(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path) -> list[str]:
+        if self.remote is None:
+            return super().build_argv(host, load, metrics_port, run_time_s, log_path)
+        cluster = ["--master", "--master-bind-host", self.remote.master_address, "--master-bind-port",
+                   str(self._master_port), "--expect-workers", str(self.expected)]
+        return locust_argv(host, load, metrics_port, run_time_s, cluster=cluster) + self.outputs(load, log_path)
+
+    def _worker_argv(self, lh: LoadHost, load: Load, metrics_port: int) -> list[str]:
+        """`processes` workers on the host, from its checkout, under WORKER_WATCH; their metrics on its address."""
+        assert self.remote is not None
+        h = lh.host
+        xfer = {k: getattr(load, k) for k in LOADGEN_KEYS if getattr(load, k) is not None}
+        locust = [h.python, "-X", self.marker, "-m", "locust", "-f", "loadgen/", "--worker",
+                  "--master-host", self.remote.master_address, "--master-port", str(self._master_port),
+                  *loadgen.command_line({**xfer, "metrics_port": metrics_port, "metrics_host": lh.address}),
+                  *(["--processes", str(load.processes)] if load.processes > 1 else []), "--loglevel", "WARNING"]
+        return ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", h.root, h.python, "-X", self.marker, "-c",
+                WORKER_WATCH, *locust]
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Alone: its metrics port answers. Distributed: the master lists all its workers too."""
-        if self.processes <= 1:
+        """Alone: its metrics port answers. Distributed: the master lists all its workers too (and, on other
+        hosts, every worker session lives)."""
+        if self.expected <= 1 and self.remote is None:
             super().wait_ready(timeout_s)
             return
-        wait_until(self._workers_listed, self.proc,
-                   f"{self.name} (metrics port {self.metrics_port} and its {self.processes} workers)", timeout_s,
-                   self.tail)
+        what = f"{self.name} (metrics port {self.metrics_port} and its {self.expected} workers)"
+        if self.remote is not None:
+            what = (f"{self.name} (its master here, at {self.remote.master_address}:{self._master_port}, and "
+                    f"{self.processes} worker{'s' * (self.processes != 1)} on each of "
+                    + ", ".join(w.lh.host.describe() for w in self.workers) + ")")
+
+        def ready() -> bool:
+            for w in self.workers:
+                if not w.alive():
+                    raise ServerStartError(f"{what}: {self._worker_exit(w)} before it was ready", self.tail())
+            return self._workers_listed()
+
+        wait_until(ready, self.proc, what, timeout_s, self.tail)
 
     def _workers_listed(self) -> bool:
         try:
@@ -132,16 +340,58 @@ class LocustGenerator(Generator):
         except (OSError, ValueError):
             return False
         self.worker_urls = [str(u) for u in urls]
-        return len(self.worker_urls) >= self.processes
+        if self.remote is not None:
+            by_address = {lh.address: lh.host.name for lh in self.remote.hosts}
+            self._url_host = {u: by_address.get(urllib.parse.urlsplit(u).hostname or "", "?") for u in self.worker_urls}
+        return len(self.worker_urls) >= self.expected
+
+    def _worker_exit(self, w: _Worker) -> str:
+        code = w.proc.returncode
+        said = remote.last_line("\n".join(w.tail(5)))
+        how = "its ssh session failed" if code == remote.SSH_FAILED else f"exited with status {code}"
+        return f"the Locust workers on {w.lh.host.describe()} {how}" + (f": {said}" if said else "")
+
+    def alive(self) -> bool:
+        return super().alive() and all(w.alive() for w in self.workers)
+
+    def exit_text(self) -> str:
+        dead = [w for w in self.workers if not w.alive()]
+        if super().alive() and dead:
+            return self._worker_exit(dead[0])
+        return super().exit_text()
+
+    def tail(self, n: int = TAIL_LINES) -> list[str]:
+        out = super().tail(n)
+        for w in self.workers:
+            out += [f"[{w.lh.host.name}] {line}" for line in w.tail(max(5, n // 4))]
+        return out
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int:
-        code = super().stop(grace_s)
+        code = super().stop(grace_s)  # the master tells its workers to quit
+        self._stop_workers(grace_s)
         if self._scrapers is not None:
             self._scrapers.shutdown(wait=True)  # a scrape in flight ends within SCRAPE_TIMEOUT_S
             self._scrapers = None
         if self.csv_prefix is not None:
             self.stats = locust_stats(Path(f"{self.csv_prefix}_final.json"))
         return code
+
+    def _stop_workers(self, grace_s: float) -> None:
+        """Every host's workers ended, in parallel: the session's input closed (its watch ends them), the session
+        killed after `grace_s`, then the backstop, a remote pkill of the marker, noted in the host's log if it fails."""
+        if not self.workers:
+            return
+
+        def end(w: _Worker) -> None:
+            w.stop(grace_s)
+            try:
+                remote.kill_marked(w.lh.host, self.marker)
+            except (remote.RemoteError, ValueError) as e:
+                with contextlib.suppress(OSError), open(w.log_path, "a", encoding="utf-8") as log:
+                    log.write(f"xferbench: the backstop (pkill of {self.marker}) failed: {e}\n")
+
+        with ThreadPoolExecutor(max_workers=len(self.workers), thread_name_prefix="locust-stop") as pool:
+            list(pool.map(end, self.workers))
 
     def scrape(self) -> Snapshot | None:
         if not self.worker_urls:
@@ -153,12 +403,58 @@ class LocustGenerator(Generator):
         snaps = list(self._scrapers.map(lambda u: scrape(u, timeout=SCRAPE_TIMEOUT_S), urls))
         if any(s is None for s in snaps):
             return None  # a partial sum would look like a drop in every counter
-        total = Snapshot(min(s.t for s in snaps if s is not None))
-        for s in snaps:
+        t = min(s.t for s in snaps if s is not None)
+        total = Snapshot(t)
+        per_host: dict[str, Snapshot] = {}
+        for url, s in zip(urls, snaps, strict=True):
             assert s is not None
-            for key, v in s.samples.items():
-                total.samples[key] = total.samples.get(key, 0.0) + v
+            _add(total, s)
+            if url in self._url_host:
+                _add(per_host.setdefault(self._url_host[url], Snapshot(t)), s)
+        for name, snap in per_host.items():
+            self.host_snaps.setdefault(name, []).append(snap)
         return total
+
+    def window_start(self) -> None:
+        for w in self.workers:
+            w.ask_stat()
+        deadline = time.monotonic() + WORKER_STAT_TIMEOUT_S
+        for w in self.workers:
+            w.stat0 = w.read_stat(deadline)
+
+    def host_figures(self, t_a: float, t_b: float) -> dict[str, dict[str, Any]] | None:
+        """Per load host over [t_a, t_b]: its workers' QPS, requests and CPU (in all, and per worker process, the
+        figure the saturation check reads), its CPUs' idle cores over the window, and whether it saturated."""
+        if self.remote is None:
+            return None
+        for w in self.workers:
+            w.ask_stat()
+        deadline = time.monotonic() + WORKER_STAT_TIMEOUT_S
+        idle: dict[str, float | None] = {}
+        for w in self.workers:
+            end = w.read_stat(deadline)
+            start = w.stat0
+            dt = end["t"] - start["t"] if end and start else 0.0
+            idle[w.lh.host.name] = (end["idle_s"] - start["idle_s"]) / dt if end and start and dt > 0 else None
+        out: dict[str, dict[str, Any]] = {}
+        for lh in self.remote.hosts:
+            name = lh.host.name
+            win = [s for s in self.host_snaps.get(name, []) if t_a - 0.01 <= s.t <= t_b + 0.01]
+            fig = figures.client_figures(win)
+            cpu = fig.get("gen_cpu_cores")
+            each = cpu / self.processes if cpu is not None else None
+            out[name] = {
+                "ssh": lh.host.ssh,
+                "address": lh.address,
+                "processes": self.processes,
+                "client_qps": fig.get("client_qps"),
+                "client_requests": fig.get("client_requests"),
+                "gen_cpu_cores": cpu,
+                "gen_cpu_cores_per_process": each,
+                "cpus_idle_cores": idle.get(name),
+                "saturated": figures.generator_saturated(each, idle.get(name)),
+            }
+        return out
 
     @staticmethod
     def command(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
@@ -172,6 +468,11 @@ class LocustGenerator(Generator):
             return []
         prefix = log_path.with_suffix("")
         return ["--csv", str(prefix), "--xfer-final-stats", f"{prefix}_final.json"]
+
+
+def _add(total: Snapshot, s: Snapshot) -> None:
+    for key, v in s.samples.items():
+        total.samples[key] = total.samples.get(key, 0.0) + v
 
 
 class XferloadGenerator(Generator):
@@ -197,9 +498,11 @@ def generator_class(driver: str) -> type[Generator]:
         raise KeyError(f"driver {name!r} has no Generator in xferbench/run/generators.py") from None
 
 
-def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> list[str]:
+def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float, cluster: list[str] | None = None
+                ) -> list[str]:
     """The Locust command line for one cell's load: Locust's own flags, then every [load] value that is a
-    loadgen option as loadgen spells it (loadgen.command_line)."""
+    loadgen option as loadgen spells it (loadgen.command_line). `cluster`: the master's flags of a load on other
+    hosts, in place of `processes(load)`."""
     if load.locustfile:
         return userload_argv(host, load, metrics_port, run_time_s)
     xfer = {k: getattr(load, k) for k in LOADGEN_KEYS if getattr(load, k) is not None}
@@ -207,7 +510,7 @@ def locust_argv(host: str, load: Load, metrics_port: int, run_time_s: float) -> 
         sys.executable, "-m", "locust", "-f", str(ROOT / "loadgen"), "--headless", "--host", host,
         "-u", str(load.users), "-r", f"{load.spawn_rate:g}", "-t", f"{max(1, round(run_time_s))}s",
         *loadgen.command_line({**xfer, "metrics_port": metrics_port}),
-        *processes(load), "--only-summary", "--loglevel", "WARNING",
+        *(processes(load) if cluster is None else cluster), "--only-summary", "--loglevel", "WARNING",
     ]
 
 

@@ -8,8 +8,9 @@ reaches a host process and a container alike, with no unions and no probes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from xferbench.analysis.row import Figures
 from xferbench.measure.tree import Tree
 
 
@@ -52,7 +53,7 @@ class ServerHandle(Protocol):
         it exits is the one kept."""
         ...
 
-    def row_figures(self) -> dict[str, Any]:
+    def row_figures(self) -> Figures:
         """The RunRow fields the server's own figures fill ({} for a host process)."""
         ...
 

@@ -6,14 +6,14 @@ with the stderr tail; Ctrl-C (or SIGTERM) is raised on."""
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xferbench.analysis import metrics
 from xferbench.analysis.row import RunRow
-from xferbench.config import Cell, Experiment, servers
+from xferbench.analysis.runmeta import Placement
+from xferbench.config import Cell, Experiment
 from xferbench.measure import capacity, figures, soak
 from xferbench.measure.sources import MetricsSource, ScrapeSource
 from xferbench.run.live import CellFailed, Live, affinity, new_row
@@ -37,11 +37,13 @@ def run_one(
     progress: NullProgress,
     barrier: threading.Barrier | None = None,
     engine: docker.DockerClient | None = None,
+    placement: Placement | None = None,
 ) -> RunRow:
     """One cell, one repeat: start, measure, collect, and stop whatever was started. A failure anywhere makes
     a failed row, never an exception. `barrier`: a duet partner's load starts when this one's does.
-    `engine`: the container engine of backend = "docker" (container_engine())."""
-    live = Live(exp, run, run_dir, new_row(exp, run, source), source, progress, barrier, engine)
+    `engine`: the container engine of backend = "docker" (container_engine()). `placement`: the host check's, when
+    the experiment has [hosts]."""
+    live = Live(exp, run, run_dir, new_row(exp, run, source), source, progress, barrier, engine, placement=placement)
     try:
         start(live)
         measure(live)
@@ -70,14 +72,6 @@ def _interruption(e: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-def serves_metrics(cell: Cell) -> bool:
-    """Whether the cell's server has a /metrics to scrape: a command server when its `metrics` key names one,
-    any other kind when its registry entry says so."""
-    if cell.command is not None:
-        return cell.command.metrics is not None
-    return servers.get(cell.server).metrics
-
-
 def start(live: Live) -> None:
     """The server (up once its ready line is read), the [network] proxy in front of it, the metrics
     source(s) on it, and in a soak the idle server's counts."""
@@ -95,15 +89,14 @@ def start(live: Live) -> None:
         live.proxy, live.client_addr = network_proxy(exp, cell, server, live.log("toxiproxy"))
         row.network = {**exp.network.to_json(), "proxy": live.client_addr}
         row.pids["toxiproxy"] = live.proxy.proc.pid
-    if not serves_metrics(cell):
+    if not cell.kind.metrics:
         live.source = ScrapeSource()  # never begun: no server series, only the /proc figures
         return
     try:
-        # A command's whole metrics URL (any path, https) where it has one; else our servers' host:port.
-        metrics_addr = server.ready.get("metrics_url") or server.addr(servers.get(cell.server).metrics_key)
+        metrics_addr = cell.kind.metrics_at(server.addr)  # a command's whole URL (any path, https); ours host:port
     except KeyError as e:
         raise CellFailed(str(e.args[0]), list(server.tail)) from None
-    live.source.also = cell.command.requests.names if cell.command and cell.command.requests else ()
+    live.source.also = cell.kind.requests.names if cell.kind.requests else ()
     live.source.begin(metrics_addr, {"xferbench_cell": cell.name, "server": cell.server})
     live.begun = True
     if live.source.name != "scrape":
@@ -132,12 +125,6 @@ def collect(live: Live) -> None:
     live.row.warnings += warnings(live.row, live.run.cell)
 
 
-# How a user's server stopped by the runner's SIGTERM may end without anything to warn of: exit 0, or ended by
-# the signal itself (a program with no handler for it, a Python server among them: -15; a shell reports 143).
-# Ours drain and exit 0 (proto/PROTOCOL.md), so anything else from them is still a warning.
-STOPPED_CLEANLY = (0, None, -signal.SIGTERM, 128 + signal.SIGTERM)
-
-
 def stop(live: Live) -> None:
     """Stops what start() started: the proxy, then the server (the row learns how it exited, and a
     container's own figures, also when the run failed: that is when they matter most), then releases the
@@ -146,8 +133,7 @@ def stop(live: Live) -> None:
         live.proxy.stop()
     if live.server is not None:
         code = live.server.stop()
-        clean = STOPPED_CLEANLY if live.run.cell.command is not None else (0, None)
-        if live.row.ok and code not in clean:
+        if live.row.ok and code not in live.run.cell.kind.clean_exits:  # a user's may end by the signal itself
             live.row.warnings.append(f"{live.run.cell.server} exited with status {code} on SIGTERM")
         live.row.set_figures(live.server.row_figures())
     if live.begun:
@@ -194,13 +180,32 @@ def _capacity(live: Live) -> None:
         row.warnings.append(f"capacity search: {res.status}")
 
 
+def _host_saturation(hosts: dict[str, dict[str, Any]]) -> list[str]:
+    """The saturation check per load host (generators.LocustGenerator.host_figures): its Locust workers' mean CPU,
+    or its CPUs' idle time."""
+    out = []
+    for name, h in hosts.items():
+        if not h.get("saturated"):
+            continue
+        each, idle = h.get("gen_cpu_cores_per_process"), h.get("cpus_idle_cores")
+        if each is not None and each > metrics.GEN_SATURATED_CORES:
+            why = f"{each:.2f} cores per Locust worker (> {metrics.GEN_SATURATED_CORES:g} cores)"
+        else:
+            why = f"its CPUs {idle or 0:.2f} cores idle (< {metrics.GEN_IDLE_MIN_CORES:g})"
+        out.append(f"load generator saturated on {name} ({h.get('address')}): {why}; the figures may describe the "
+                   "generator rather than the server")
+    return out
+
+
 def warnings(row: RunRow, cell: Cell) -> list[str]:
     """What the reader of a finished run must know before trusting its figures."""
     w = []
     gen, idle = row.gen_cpu_cores, row.gen_cpus_idle_cores
     if gen is not None and cell.load.processes > 1:  # Locust distributed: the mean of its worker processes
         gen /= cell.load.processes
-    if figures.generator_saturated(gen, idle):
+    if row.load_hosts is not None:  # its workers on other hosts: each host's own check, the master here aside
+        w += _host_saturation(row.load_hosts)
+    elif figures.generator_saturated(gen, idle):
         if gen is not None and gen > metrics.GEN_SATURATED_CORES:
             each = " per Locust process" if cell.load.processes > 1 else ""
             why = f"{gen:.2f} cores{each} (> {metrics.GEN_SATURATED_CORES:g} cores)"
@@ -224,6 +229,6 @@ def warnings(row: RunRow, cell: Cell) -> list[str]:
         got = (row.build_info or {}).get("allocator") or (row.ready or {}).get("alloc")
         if got and got != want:
             w.append(f"asked for allocator {want}, the server reports {got}")
-    if row.server_qps is None and serves_metrics(cell):
+    if row.server_qps is None and cell.kind.metrics:
         w.append("no server request metrics in the window")
     return w

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import Placement
 from xferbench.config import Experiment, slug
 from xferbench.measure import soak
 from xferbench.measure.sources import MetricsSource
@@ -69,6 +70,7 @@ class Live:
     client_addr: str | None = None  # where the generator connects: the [network] proxy, else the server itself
     watch: soak.Watch | None = None  # the leak check, in a soak
     begun: bool = False  # the metrics source has begun, so it must end
+    placement: Placement | None = None  # an experiment with [hosts]: where the host check found its parts (hostcheck.py)
 
     @property
     def stem(self) -> str:

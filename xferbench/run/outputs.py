@@ -8,9 +8,8 @@ import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from xferbench.analysis.row import RunRow
+from xferbench.analysis.row import Figures, RunRow
 from xferbench.config import slug
 from xferbench.config.series import Requests
 from xferbench.measure import figures, profile
@@ -35,14 +34,14 @@ def write_series(run_dir: Path, stem: str, client: list[Snapshot], server: list[
 
 def start_profile(live: Live, stem: str, seconds: float) -> profile.Started:
     """The server's CPU sampling from now (the warm-up's end) for the rest of the measured window."""
-    server, kind = live.running_server, live.run.cell.server
+    server = live.running_server
     try:
-        return profile.start_server(kind, live.run.cell.command, server.pid, server.addr, seconds, live.run_dir, stem)
+        return profile.start_server(live.run.cell.kind, server.pid, server.addr, seconds, live.run_dir, stem)
     except profile.ProfileError as e:
         raise CellFailed(str(e), []) from None
 
 
-def profile_figures(live: Live, started: profile.Started) -> dict[str, Any]:
+def profile_figures(live: Live, started: profile.Started) -> Figures:
     """The window's CPU attribution and flame graph. A profiled run without its profile fails: a
     comparison must never mix profiled windows with unprofiled ones."""
     try:

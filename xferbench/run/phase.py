@@ -8,14 +8,14 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import psutil
 
+from xferbench.analysis.row import Figures
 from xferbench.config import Load
 from xferbench.measure import figures, procfs, profile, steps, tree
 from xferbench.measure.scrape import Snapshot
-from xferbench.run.generators import Generator, generator_class
+from xferbench.run.generators import Generator, LoadHost, LocustGenerator, RemoteLoad, generator_class
 from xferbench.run.live import CellFailed, Live, affinity
 from xferbench.run.outputs import profile_figures, start_profile, write_series
 from xferbench.run.process import READY_TIMEOUT_S, ServerStartError, free_port
@@ -60,7 +60,7 @@ def _tree_cpu(pid: int) -> float:
     return total
 
 
-def load_phase(live: Live, load: Load, stem: str, search_step: bool = False) -> dict[str, Any]:
+def load_phase(live: Live, load: Load, stem: str, search_step: bool = False) -> Figures:
     """The load generator against the running server for warm-up + duration, scraping both sides every
     second; the figures of the measured window. Raises CellFailed (a window without one completed call too,
     unless it is a step of a capacity search, where that is the step's answer); the generator is stopped
@@ -81,7 +81,7 @@ def load_phase(live: Live, load: Load, stem: str, search_step: bool = False) -> 
         _sample(live, phase, profiled=live.exp.profile and not search_step)
         out = _phase_figures(live, phase, search_step)
         if live.run.cell.load.levels and not search_step:
-            out["steps"] = _step_figures(live, phase)
+            out["steps"] = [level.to_json() for level in _step_figures(live, phase)]
         if phase.profiler is not None:
             out.update(profile_figures(live, phase.profiler))
             phase.profiler = None
@@ -104,18 +104,36 @@ def _start_generator(live: Live, load: Load, stem: str) -> Phase:
     kind = generator_class(load.driver)
     live.progress.phase(live.run, f"starting {kind.name}" + (f" at {load.rate}/s" if load.rate else ""))
     host = f"{cell.transport}://{live.client_addr or live.running_server.addr(cell.transport)}"
-    gen = kind(
-        host,
-        load,
-        free_port(),
-        total + GEN_TAIL_MARGIN_S,
-        live.log(kind.name, stem),
-        cpus=live.exp.pinning.generator or None,
-    )
+    args = (host, load, free_port(), total + GEN_TAIL_MARGIN_S, live.log(kind.name, stem))
+    cpus = live.exp.pinning.generator or None
+    if load.hosts:  # its workers on other hosts (the schema allows hosts with Locust only)
+        assert issubclass(kind, LocustGenerator)
+        try:
+            gen: Generator = kind(*args, cpus=cpus, remote_load=_remote_load(live, load))
+        except ServerStartError as e:
+            raise CellFailed(str(e), e.tail) from None
+    else:
+        gen = kind(*args, cpus=cpus)
     assert live.row.pids is not None and live.row.cpus is not None  # start() set them
     live.row.pids[kind.name] = gen.proc.pid
     live.row.cpus["generator"] = affinity(gen.proc.pid)
     return Phase(gen, stem, total)
+
+
+def _remote_load(live: Live, load: Load) -> RemoteLoad:
+    """Where a load on other hosts runs: the master bound to this machine's address as the hosts reach it, and each
+    host's address, both as the host check found them (the run's placement)."""
+    placement = live.placement
+    if placement is None or placement.server_address is None:
+        raise CellFailed("load.hosts: the run has no placement from the host check (xferbench/run/hostcheck.py)", [])
+    found = {f.name: f.address for f in placement.hosts}
+    hosts = []
+    for name in load.hosts:
+        address = found.get(name)
+        if not address:
+            raise CellFailed(f"load.hosts: the host check found no address for {name}", [])
+        hosts.append(LoadHost(live.exp.hosts[name], address))
+    return RemoteLoad(placement.server_address, tuple(hosts))
 
 
 def _sample(live: Live, phase: Phase, profiled: bool = False) -> None:
@@ -146,6 +164,7 @@ def _sample(live: Live, phase: Phase, profiled: bool = False) -> None:
         if k == phase.warm_tick:
             phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(gen.proc.pid), time.monotonic()
             phase.gen_cpus0 = procfs.cpu_idle_steal(live.exp.pinning.generator) if live.exp.pinning.generator else None
+            gen.window_start()
             if profiled:
                 phase.profiler = start_profile(live, phase.stem, ticks - k)
         if snap is not None:
@@ -161,7 +180,7 @@ def _both_alive(live: Live, gen: Generator, at_s: float) -> None:
     if not server.alive():
         raise CellFailed(f"{server.name} {server.exit_text()} during the run (at {at_s:.1f}s)", list(server.tail))
     if not gen.alive():
-        raise CellFailed(f"{gen.name} exited with status {gen.proc.returncode} during the run", gen.tail())
+        raise CellFailed(f"{gen.exit_text()} during the run", gen.tail())
 
 
 def _tick_sources(live: Live) -> None:
@@ -188,7 +207,7 @@ def _gen_tick(live: Live, phase: Phase) -> None:
             phase.gen_ticks.append((time.time(), *idle))
 
 
-def _step_figures(live: Live, phase: Phase) -> list[dict[str, Any]]:
+def _step_figures(live: Live, phase: Phase) -> list[steps.Level]:
     """A stepped load: one window per level out of this one run (xferbench/measure/steps.py)."""
     load = live.run.cell.load
     server = live.source.snapshots(phase.t0, phase.client[-1].t) if phase.client else []
@@ -197,10 +216,10 @@ def _step_figures(live: Live, phase: Phase) -> list[dict[str, Any]]:
     return out
 
 
-def _phase_figures(live: Live, phase: Phase, search_step: bool) -> dict[str, Any]:
+def _phase_figures(live: Live, phase: Phase, search_step: bool) -> Figures:
     """The row's figures from the snapshots of the measured window (after the warm-up tick)."""
     elapsed_w = time.monotonic() - phase.t_warm
-    out: dict[str, Any] = {"runner_cpu_cores": _per_second(_self_cpu(), phase.cpu_self0, elapsed_w)}
+    out: Figures = {"runner_cpu_cores": _per_second(_self_cpu(), phase.cpu_self0, elapsed_w)}
     gen_cpu_psutil = _per_second(_tree_cpu(phase.gen.proc.pid), phase.cpu_gen0, elapsed_w)
     win_c = [s for s in phase.client if s.t >= phase.t0 + phase.warm_tick - 0.5]
     if len(win_c) < 2:
@@ -212,10 +231,10 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> dict[str, Any
     srv_whole = live.source.snapshots(phase.t0, t_b)
     out["duration_s"] = round(t_b - t_a, 3)
     out.update(figures.client_figures(win_c))
-    rq = live.run.cell.command.requests if live.run.cell.command else None  # a command server's own series
-    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out["client_requests"], rq))
-    cost = figures.cost_figures(tree.window_figures(phase.proc, t_a, t_b), out, live.running_server.tree.clock)
-    live.row.warnings += cost.pop("warnings")
+    rq = live.run.cell.kind.requests  # the server's own request series (a command's); None: ours
+    out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out.get("client_requests"), rq))
+    cost, warned = figures.cost_figures(tree.window_figures(phase.proc, t_a, t_b), out, live.running_server.tree.clock)
+    live.row.warnings += warned
     out.update(cost)
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
     if live.watch is not None and not search_step:
@@ -230,6 +249,8 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> dict[str, Any
     if phase.gen_cpus0 is not None and gen_cpus is not None:
         out["gen_cpus_idle_cores"] = _per_second(gen_cpus[0], phase.gen_cpus0[0], elapsed_w)
         out["gen_cpus_steal_cores"] = _per_second(gen_cpus[1], phase.gen_cpus0[1], elapsed_w)
+    if (hosts := phase.gen.host_figures(t_a, t_b)) is not None:
+        out["load_hosts"] = hosts
     if srv_whole:
         out["build_info"] = srv_whole[-1].label_values("xfer_build_info")
     out["timeseries"] = f"timeseries/{phase.stem}.csv"
@@ -249,9 +270,7 @@ def _write_phase_series(live: Live, phase: Phase, search_step: bool) -> None:
         return
     try:
         server = live.source.snapshots(phase.t0 - 1, phase.client[-1].t)
-        command = live.run.cell.command
-        write_series(live.run_dir, phase.stem, phase.client, server, phase.t0, command.requests if command else None,
-                     phase.proc)
+        write_series(live.run_dir, phase.stem, phase.client, server, phase.t0, live.run.cell.kind.requests, phase.proc)
         if live.row.timeseries is None:
             live.row.timeseries = f"timeseries/{phase.stem}.csv"
         if live.watch is not None and not search_step:

@@ -79,7 +79,7 @@ def probed(cell: Cell) -> bool:
 
 def _on_server(cell: Cell) -> bool:
     """Whether the cell's checks need its server: a call's methods, or ports beyond {port} to try."""
-    return bool(cell.load.call) or (cell.command is not None and len(cell.command.ports) > 1)
+    return bool(cell.load.call) or bool(cell.kind.probed_ports)
 
 
 def check(exp: Experiment) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from xferbench.analysis.row import Figures
 from xferbench.config.files import ROOT
 from xferbench.measure import cgroup, tree
 from xferbench.measure.cgroup import Cgroup
@@ -60,6 +61,7 @@ def spawn(
     *,
     env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
     stdout: int | IO[Any] | None = subprocess.DEVNULL,
     stderr: int | IO[Any] | None = subprocess.PIPE,
     cpus: Sequence[int] | None = None,
@@ -68,13 +70,14 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """Starts a child in its own session (and in `group`, from its first instruction). `detach`: a service meant
     to outlive this process (`xferbench stack up`'s Prometheus): no parent-death signal, and not in the registry
-    that `kill_all` empties."""
+    that `kill_all` empties. `stdin`: a pipe for an ssh session of a Locust worker on another host, whose remote
+    side ends the worker when the runner closes it, or dies (xferbench/run/generators.py)."""
     # Ctrl-C and SIGTERM are held while the child is forked and registered: a KeyboardInterrupt raised inside
     # Popen (the child still in its pre-exec steps, a cgroup write among them) would leave a child that no
     # registry knows of and that may outlive the runner. They are delivered as soon as the child is registered.
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     try:
-        proc = _popen(argv, env, cwd, stdout, stderr, cpus, detach, group)
+        proc = _popen(argv, env, cwd, stdout, stderr, cpus, detach, group, stdin)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     return proc
@@ -84,11 +87,11 @@ _HELD = {signal.SIGINT, signal.SIGTERM}
 
 
 def _popen(argv: Sequence[str], env: dict[str, str] | None, cwd: str | Path | None, stdout: int | IO[Any] | None,
-           stderr: int | IO[Any] | None, cpus: Sequence[int] | None, detach: bool, group: Cgroup | None
-           ) -> subprocess.Popen[bytes]:
+           stderr: int | IO[Any] | None, cpus: Sequence[int] | None, detach: bool, group: Cgroup | None,
+           stdin: int | IO[Any] | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
         stderr=stderr,
         env=env,
@@ -363,7 +366,7 @@ class Server:
     def sample(self) -> None:
         """A host process has no figures of its own to take here: the runner reads its /proc (procfs)."""
 
-    def row_figures(self) -> dict[str, Any]:
+    def row_figures(self) -> Figures:
         return {}
 
     def exit_text(self) -> str:

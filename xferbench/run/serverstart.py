@@ -1,9 +1,10 @@
-"""Starting a run's server, of whichever kind the cell asks for (a registry server or a command, as a host
-process or in a container), the [network] proxy in front of it, and killing everything started."""
+"""Starting a run's server by its kind's `launcher` (a registry server or a command, as a host process or
+in a container), the [network] proxy in front of it, and killing everything started."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,22 +34,24 @@ def container_engine(exp: Experiment) -> docker.DockerClient | None:
 
 
 def _check_command_images(exp: Experiment, client: docker.DockerClient) -> None:
-    """A command server's image is the user's: present in the engine before any run, never built here."""
+    """An image that is the user's (a command server's: its kind `needs_image`): present in the engine before any
+    run, never built here."""
     import docker.errors
 
     from xferbench.run.containers.engine import EngineError
 
     for c in exp.cells:
-        if c.command is not None and not c.image:  # --backend docker over an experiment written for the host
-            raise EngineError(f"cell {c.name!r}: a command server in a container needs image = \"<its image>\"")
-        if c.command is not None and c.image:
-            try:
-                client.images.get(c.image)
-            except docker.errors.ImageNotFound:
-                raise EngineError(
-                    f"cell {c.name!r}: image {c.image!r} is not in the engine: pull or build it first "
-                    "(xferbench builds only its own servers' images)"
-                ) from None
+        if not c.kind.needs_image:
+            continue
+        if not c.image:  # --backend docker over an experiment written for the host
+            raise EngineError(f"cell {c.name!r}: a {c.server} server in a container needs image = \"<its image>\"")
+        try:
+            client.images.get(c.image)
+        except docker.errors.ImageNotFound:
+            raise EngineError(
+                f"cell {c.name!r}: image {c.image!r} is not in the engine: pull or build it first "
+                "(xferbench builds only its own servers' images)"
+            ) from None
 
 
 def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None:
@@ -64,7 +67,7 @@ def _ensure_default_images(exp: Experiment, client: docker.DockerClient) -> None
         {
             image.name
             for c in exp.cells
-            if (image := servers.get(c.server).image) and backend.image_for(c) == images.tag(image.name)
+            if (image := c.kind.image) and backend.image_for(c) == images.tag(image.name)
         }
     )
     if names:
@@ -80,22 +83,44 @@ def kill_everything() -> None:
         backend.kill_all()
 
 
+def _registry_process(live: Live) -> ServerHandle:
+    """A registry server as a host process: its binary on free ports, up at its ready line; with its load on other
+    hosts, its transports listen on this machine's address as those hosts reach it (the run's placement)."""
+    exp, cell = live.exp, live.run.cell
+    spec = cell.kind
+    assert isinstance(spec, servers.ServerSpec), "a registry kind"
+    remote = live.placement.server_address if cell.load.hosts and live.placement is not None else None
+    return Server(
+        cell.server,
+        cell.server_argv(remote),
+        cell.server_env(),
+        log_path=live.log("server"),
+        cpus=exp.pinning.server or None,
+        ready_word=spec.ready_word,
+        own_cgroup=True,
+    )
+
+
+def _command_process(live: Live) -> ServerHandle:
+    """A command server as a host process; its rendered [servers.files] stay with the run's logs: what the server
+    was really given."""
+    exp, cell = live.exp, live.run.cell
+    return commandserver.start(cell, live.log("server"), exp.pinning.server or None, live.run_dir / "files" / live.stem)
+
+
+# How a host process of each kind is started (the kind's `launcher`); in a container, every kind is a
+# ContainerServer (xferbench/run/containers/backend.py, which keeps its own such table).
+PROCESS_LAUNCHERS: dict[servers.Launcher, Callable[[Live], ServerHandle]] = {
+    "registry": _registry_process,
+    "command": _command_process,
+}
+
+
 def start_server(live: Live) -> ServerHandle:
     """The cell's server, up at its ready line (or a command's ready condition). Raises ServerStartError."""
     exp, cell = live.exp, live.run.cell
-    if cell.command is not None and exp.backend != "docker":
-        # Its rendered [servers.files] stay with the run's logs: what the server was really given.
-        return commandserver.start(cell, live.log("server"), exp.pinning.server or None, live.run_dir / "files" / live.stem)
     if exp.backend != "docker":
-        return Server(
-            cell.server,
-            cell.server_argv(),
-            cell.server_env(),
-            log_path=live.log("server"),
-            cpus=exp.pinning.server or None,
-            ready_word=servers.get(cell.server).ready_word,
-            own_cgroup=True,
-        )
+        return PROCESS_LAUNCHERS[cell.kind.launcher](live)
     from xferbench.run.containers.backend import ContainerServer
 
     if live.engine is None:

@@ -27,9 +27,10 @@ import psutil
 
 from xferbench.analysis import stats
 from xferbench.analysis.row import RunRow
-from xferbench.analysis.runmeta import FILE, Machine, Network, Pinning, RunMeta, SoakGoal, UntilCIState
+from xferbench.analysis.runmeta import FILE, Machine, Network, Pinning, Placement, RunMeta, SoakGoal, UntilCIState
 from xferbench.config import Experiment
 from xferbench.measure.sources import MetricsSource, ScrapeSource
+from xferbench.run import hostcheck
 from xferbench.run.matrix import ORDER_SEED, round_runs, round_units, schedule
 from xferbench.run.outputs import merge_profiles
 from xferbench.run.progress_protocol import NullProgress
@@ -98,6 +99,7 @@ class _Sweeping:
     engine: docker.DockerClient | None
     out: IO[str]
     rows: list[RunRow]
+    placement: Placement | None = None
 
 
 def sweep(
@@ -107,15 +109,21 @@ def sweep(
     progress: NullProgress | None = None,
     on_row: Callable[[RunRow], None] | None = None,
     until_ci: UntilCI | None = None,
+    placement: Placement | None = None,
 ) -> SweepResult:
-    """Runs the whole experiment into run_dir, round by round; returns the rows (also in runs.jsonl)."""
+    """Runs the whole experiment into run_dir, round by round; returns the rows (also in runs.jsonl). An experiment
+    with [hosts] is placed by the host check (hostcheck.check: HostCheckError before anything is written) unless
+    `placement` is the check's answer already."""
     source = source or ScrapeSource()
     progress = progress or NullProgress()
+    if exp.hosts and placement is None:
+        placement = hostcheck.check(exp)
     engine = container_engine(exp)  # before anything is written: no engine, no run (EngineError)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "timeseries").mkdir(exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
     meta = _meta(exp, source)
+    meta.placement = placement
     meta.write(run_dir / FILE)
     rows: list[RunRow] = []
     interrupted = False
@@ -123,7 +131,7 @@ def sweep(
     progress.start_sweep(exp, schedule(exp), run_dir)
     try:
         with open(run_dir / "runs.jsonl", "w", encoding="utf-8") as out:
-            sweeping = _Sweeping(exp, run_dir, source, progress, on_row, engine, out, rows)
+            sweeping = _Sweeping(exp, run_dir, source, progress, on_row, engine, out, rows, placement)
             interrupted = _rounds(sweeping, meta, until_ci)
     except KeyboardInterrupt:
         interrupted = True  # a second Ctrl-C during a duet's cleanup: the run must not read as complete
@@ -155,7 +163,7 @@ def _rounds(s: _Sweeping, meta: RunMeta, until_ci: UntilCI | None) -> bool:
         for unit in round_units(s.exp, repeat, len(s.rows)):
             for run in unit:
                 s.progress.start_run(run)
-            unit_rows, interrupted = run_unit(s.exp, unit, s.run_dir, s.source, s.progress, s.engine)
+            unit_rows, interrupted = run_unit(s.exp, unit, s.run_dir, s.source, s.progress, s.engine, s.placement)
             for run, row in zip(unit, unit_rows, strict=True):
                 s.rows.append(row)
                 s.out.write(json.dumps(row.to_json()) + "\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import Placement
 from xferbench.config import Experiment
 from xferbench.measure.sources import MetricsSource
 from xferbench.run.lifecycle import run_one
@@ -27,11 +28,12 @@ def run_unit(
     source: MetricsSource,
     progress: NullProgress,
     engine: docker.DockerClient | None = None,
+    placement: Placement | None = None,
 ) -> tuple[list[RunRow], bool]:
     """One run, or a duet's two runs at once. Returns the rows and whether Ctrl-C stopped it."""
     if len(unit) == 1:
         try:
-            return [run_one(exp, unit[0], run_dir, source, progress, engine=engine)], False
+            return [run_one(exp, unit[0], run_dir, source, progress, engine=engine, placement=placement)], False
         except KeyboardInterrupt:
             return [interrupted_row(exp, unit[0], source)], True
     barrier = threading.Barrier(len(unit))
@@ -39,7 +41,7 @@ def run_unit(
     sources = [source, *(source.twin() for _ in unit[1:])]
 
     def go(i: int) -> None:
-        rows[i] = run_one(exp, unit[i], run_dir, sources[i], progress, barrier, engine)
+        rows[i] = run_one(exp, unit[i], run_dir, sources[i], progress, barrier, engine, placement)
 
     threads = [threading.Thread(target=go, args=(i,), name=f"duet-{i}") for i in range(len(unit))]
     for t in threads:

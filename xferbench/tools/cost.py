@@ -39,7 +39,7 @@ from rich.table import Table
 from py_client import meta
 from py_client.frame_client import FrameClient
 from py_client.sizes import parse_size
-from xferbench.config import ALLOCATORS, ROOT
+from xferbench.config import ALLOCATORS, servers
 from xferbench.measure.profile import classify
 from xferbench.run.process import Server
 
@@ -49,13 +49,26 @@ ECHO_BYTES = 256
 META_ENTRIES, META_SIZE = 64, (8, 64)
 DUMP_TIMEOUT_S = 120.0
 IDLE_WINDOW_S = 2.0
-# The server's addresses and thread counts; one I/O thread and one worker keep the hand-off path the same
-# in every replay.
-SERVER_FLAGS = ("--frame-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0", "--io-threads=1", "--workers=1")
+# One I/O thread and one worker keep the hand-off path the same in every replay (the listeners come from the
+# kind's registry entry: every one on a free loopback port).
+THREADS = {"io-threads": 1, "workers": 1}
 
 
 class CostError(RuntimeError):
     """A cost run that cannot go on; the message says why."""
+
+
+def _fits(s: servers.ServerSpec) -> bool:
+    return {"alloc", *THREADS} <= set(s.flags) and "frame" in s.transports
+
+
+def measured_kind() -> servers.ServerSpec:
+    """The kind of server cost measures, by its registry entry's capabilities: an allocator chosen by flag
+    (`alloc`), the frame transport and the thread flags. Its entry gives the binary, listeners and ready word."""
+    kind = next((s for s in servers.SERVERS.values() if _fits(s)), None)
+    if kind is None:
+        raise CostError("no server of xferbench/config/servers.py takes --alloc, --io-threads and --workers over frame")
+    return kind
 
 
 @dataclass(frozen=True)
@@ -155,9 +168,13 @@ def _need(tool: str) -> str:
     return path
 
 
-def _detect_library(binary: str, alloc: str) -> str:
-    """The allocator library xferd-c itself preloads for `alloc` ('' for glibc and pool), from its ready line."""
-    server = Server("xferd-c", [binary, *SERVER_FLAGS, f"--alloc={alloc}"], dict(os.environ))
+def _argv(spec: servers.ServerSpec, binary: str, alloc: str) -> list[str]:
+    return [binary, *spec.port0_flags, *(f"--{k}={v}" for k, v in THREADS.items()), f"--alloc={alloc}"]
+
+
+def _detect_library(spec: servers.ServerSpec, binary: str, alloc: str) -> str:
+    """The allocator library the server itself preloads for `alloc` ('' for glibc and pool), from its ready line."""
+    server = Server(spec.name, _argv(spec, binary, alloc), dict(os.environ), ready_word=spec.ready_word)
     try:
         lib = server.ready.get("malloc_lib", "")
     finally:
@@ -166,15 +183,15 @@ def _detect_library(binary: str, alloc: str) -> str:
 
 
 @contextmanager
-def callgrind_server(binary: str, alloc: str, out_dir: Path) -> Iterator[tuple[Server, str]]:
-    lib = _detect_library(binary, alloc)
+def callgrind_server(spec: servers.ServerSpec, binary: str, alloc: str, out_dir: Path) -> Iterator[tuple[Server, str]]:
+    lib = _detect_library(spec, binary, alloc)
     env = dict(os.environ)
     if lib:
         env["LD_PRELOAD"] = lib
-        env["XFERD_C_PRELOADED"] = alloc
+        env["XFERD_C_PRELOADED"] = alloc  # xferd-c's own mark of a preload done: it then does not re-exec
     argv = [_need("valgrind"), "--tool=callgrind", "--fair-sched=yes", f"--callgrind-out-file={out_dir}/callgrind.out.%p",
-            binary, *SERVER_FLAGS, f"--alloc={alloc}"]
-    server = Server("xferd-c", argv, env, log_path=out_dir / "server.log", ready_timeout_s=60.0)
+            *_argv(spec, binary, alloc)]
+    server = Server(spec.name, argv, env, log_path=out_dir / "server.log", ready_timeout_s=60.0, ready_word=spec.ready_word)
     try:
         yield server, lib
     finally:
@@ -259,10 +276,10 @@ def measure(server: Server, step: Step, sizes: Sizes, out_dir: Path, replay: int
     return max(0.0, total - idle_per_s * seconds), calls, per_fn
 
 
-def cost_of(binary: str, alloc: str, steps: Sequence[Step], sizes: Sizes, repeats: int,
+def cost_of(spec: servers.ServerSpec, binary: str, alloc: str, steps: Sequence[Step], sizes: Sizes, repeats: int,
             out_dir: Path) -> AllocatorCost:
     out_dir.mkdir(parents=True, exist_ok=True)
-    with callgrind_server(binary, alloc, out_dir) as (server, lib):
+    with callgrind_server(spec, binary, alloc, out_dir) as (server, lib):
         detected = server.ready.get("malloc", "")
         if detected != ("glibc" if alloc == "pool" else alloc):
             raise CostError(f"--alloc {alloc}: the server under valgrind reports malloc={detected!r}")
@@ -294,8 +311,8 @@ def _kind_cost(server: Server, step: Step, sizes: Sizes, repeats: int, out_dir: 
 # --- the command -----------------------------------------------------------------------------------------
 
 
-def render(results: Sequence[AllocatorCost], console: Console) -> None:
-    table = Table(title="xferd-c instructions per operation (callgrind; median of replays, spread beside)")
+def render(results: Sequence[AllocatorCost], console: Console, name: str) -> None:
+    table = Table(title=f"{name} instructions per operation (callgrind; median of replays, spread beside)")
     for col in ("allocator", "kind", "instructions/op", "per call", "spread", "allocator share", "÷ glibc"):
         table.add_column(col, justify="left" if col in ("allocator", "kind") else "right")
     base = {k.kind: k.instructions_per_operation for r in results if r.alloc == "glibc" for k in r.kinds}
@@ -320,19 +337,25 @@ def cmd_cost(args: argparse.Namespace) -> int:
         if bad:
             raise CostError(f"--alloc {','.join(bad)}: want a comma list of {', '.join(ALLOCATORS)}")
         out = Path(args.out or tempfile.mkdtemp(prefix="xferbench-cost-"))
-        binary = args.binary or os.environ.get("XFERD_C_BIN") or str(ROOT / "build/bin/xferd-c")
-        results = [cost_of(binary, a, steps, sizes, args.repeats, out / a) for a in allocs]
+        spec = measured_kind()
+        binary = args.binary or spec.default_binary()
+        results = [cost_of(spec, binary, a, steps, sizes, args.repeats, out / a) for a in allocs]
     except (CostError, ValueError) as e:
         console.print(f"[red]xferbench cost: {e}[/red]")
         return 2
     (out / "cost.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
-    render(results, console)
+    render(results, console, spec.name)
     console.print(f"figures: {out / 'cost.json'}")
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("cost", help="instructions per request of xferd-c per allocator (callgrind)",
+    try:  # the help names the measured kind; a registry without one fails the command, not the CLI
+        kind = measured_kind()
+        name, binary_help = kind.name, f"{kind.name} binary (default ${kind.binary_env}, else {kind.binary})"
+    except CostError:
+        name, binary_help = "the server", "the server's binary"
+    p = sub.add_parser("cost", help=f"instructions per request of {name} per allocator (callgrind)",
                        description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--alloc", default=",".join(ALLOCATORS), help="comma list (default: all)")
     p.add_argument("--script", default=DEFAULT_SCRIPT,
@@ -340,6 +363,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--repeats", type=int, default=3, help="replays of each kind; the median is kept (default 3)")
     p.add_argument("--file-size", default="1MiB", help="upload and download file size (default 1MiB)")
     p.add_argument("--chunk", default="256KiB", help="chunk and Read length (default 256KiB)")
-    p.add_argument("--binary", help="xferd-c binary (default $XFERD_C_BIN, else build/bin/xferd-c)")
+    p.add_argument("--binary", help=binary_help)
     p.add_argument("--out", help="folder for cost.json and the callgrind dumps (default: a new temp folder)")
     p.set_defaults(fn=cmd_cost)

@@ -1,4 +1,5 @@
-"""`xferbench stack up|down|status`: the observability stack without Docker.
+"""`xferbench stack up|down|status`: the observability stack without Docker; `xferbench stack config`: the servers
+of its config from the server registry.
 
 Runs a local Prometheus binary (Debian's `prometheus` package, or $PROMETHEUS_BIN) with the repository's
 own `deploy/prometheus/prometheus.yml` and recording rules, rewritten for local processes:
@@ -14,6 +15,10 @@ State lives in `build/stack/` (or `--dir`, or $XFERBENCH_STACK_DIR): the rewritt
 and a pid file. Prometheus runs with `--web.enable-lifecycle`; `up` returns once `/-/ready` answers and prints
 UI links that work on the installed version; `status` waits (bounded) for every target's first scrape;
 `down` asks `/-/quit` and waits.
+
+The config's servers are the registry's (xferbench/config/servers.py): `config` writes the lines between its
+GEN_BEGIN and GEN_END comments, one target per kind with a metrics endpoint, and `config --check` (and
+tests/deploy) fails while the committed file differs.
 """
 
 from __future__ import annotations
@@ -65,6 +70,34 @@ LOCAL_SERVICES: dict[str, list[str]] = {
     "locust-worker": [],
 }
 SELF = "localhost"  # the config's name for Prometheus itself
+
+# prometheus.yml's servers are the registry's: the lines between these two are written by `xferbench stack config`
+# (one target per kind with a metrics endpoint, its compose service at its default metrics port, labelled with
+# its name), and tests/deploy fails while the committed file differs from what the registry writes.
+GEN_BEGIN = "# BEGIN servers: written from xferbench/config/servers.py by `xferbench stack config`; do not edit"
+GEN_END = "# END servers"
+
+
+def registry_targets(indent: str) -> list[str]:
+    """The static target groups of the servers with metrics, as prometheus.yml's lines."""
+    lines = []
+    for s in servers.SERVERS.values():
+        if s.metrics:
+            lines += [f'{indent}- targets: ["{s.name}:{s.ports[s.metrics_key]}"]', f"{indent}  labels:",
+                      f"{indent}    server: {s.name}"]
+    return lines
+
+
+def with_registry_targets(text: str, src: Path = PROM_CONFIG) -> str:
+    """`text` (prometheus.yml) with the lines between GEN_BEGIN and GEN_END written from the registry."""
+    lines = text.splitlines()
+    begins = [i for i, line in enumerate(lines) if line.strip() == GEN_BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == GEN_END]
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        raise StackError(f"{src}: want one {GEN_BEGIN!r} line, then one {GEN_END!r} line")
+    b, e = begins[0], ends[0]
+    indent = lines[b][: len(lines[b]) - len(lines[b].lstrip())]
+    return "\n".join([*lines[: b + 1], *registry_targets(indent), *lines[e:]]) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -287,6 +320,22 @@ def cmd_status(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(a: argparse.Namespace) -> int:
+    """Writes prometheus.yml's servers from the registry; with --check only says whether they differ."""
+    text = PROM_CONFIG.read_text()
+    new = with_registry_targets(text)
+    rel = PROM_CONFIG.relative_to(ROOT)
+    if new == text:
+        print(f"{rel}: its servers are the registry's")
+        return 0
+    if a.check:
+        print(f"{rel}: its servers differ from xferbench/config/servers.py: run `xferbench stack config`", file=sys.stderr)
+        return 1
+    PROM_CONFIG.write_text(new)
+    print(f"{rel}: servers written from xferbench/config/servers.py")
+    return 0
+
+
 def _seconds(text: str) -> float:
     """A duration in the one grammar (py_client/durations.py): 15, 15s, 1m30s."""
     if text.startswith("-"):
@@ -312,13 +361,13 @@ def _run(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespac
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`xferbench stack up|down|status`, a subcommand of the one `xferbench` parser (xferbench/cli.py)."""
+    """`xferbench stack up|down|status|config`, a subcommand of the one `xferbench` parser (xferbench/cli.py)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=stack_dir(),
                         help="state folder (default: $XFERBENCH_STACK_DIR, else build/stack)")
     p = sub.add_parser("stack", help="a local Prometheus with the repository's config (no Docker)",
                        description=(__doc__ or "").split("\n\n")[0])
-    stack_sub = p.add_subparsers(dest="stack_cmd", required=True, metavar="{up,down,status}")
+    stack_sub = p.add_subparsers(dest="stack_cmd", required=True, metavar="{up,down,status,config}")
     up = stack_sub.add_parser("up", parents=[common], help="start a local Prometheus with the repository's config")
     up.add_argument("--listen", default=DEFAULT_LISTEN, help="Prometheus address (default %(default)s)")
     up.add_argument(
@@ -336,3 +385,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     st.add_argument("--wait", type=_seconds, default=STATUS_WAIT_S, metavar="SECONDS",
                     help="wait up to this long for every target's first scrape (default %(default)gs)")
     st.set_defaults(fn=_run(cmd_status))
+    cfg = stack_sub.add_parser("config", help="write deploy/prometheus/prometheus.yml's servers from the server registry")
+    cfg.add_argument("--check", action="store_true", help="write nothing: exit 1 when they differ from the registry's")
+    cfg.set_defaults(fn=_run(cmd_config))

@@ -101,71 +101,82 @@ typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef int (*tc_prop_fn)(const char *, size_t *);
 typedef void (*mi_info_fn)(size_t *, size_t *, size_t *, size_t *, size_t *, size_t *, size_t *, size_t *);
 
+static int glibc_stats(alloc_stats *out) {
+    struct mallinfo2 mi = mallinfo2();
+    out->allocated = mi.uordblks + mi.hblkhd;
+    out->resident = mi.arena + mi.hblkhd;
+    out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
+    return 0;
+}
+
+static int jemalloc_stats(alloc_stats *out) {
+    mallctl_fn f = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+    if (!f) return -1;
+    uint64_t epoch = 1;
+    size_t sz = sizeof epoch;
+    f("epoch", &epoch, &sz, &epoch, sz); /* refreshes the cached statistics */
+    size_t a = 0, r = 0;
+    sz = sizeof a;
+    if (f("stats.allocated", &a, &sz, NULL, 0) != 0) return -1;
+    sz = sizeof r;
+    if (f("stats.resident", &r, &sz, NULL, 0) != 0) return -1;
+    out->allocated = a;
+    out->resident = r;
+    out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
+    return 0;
+}
+
+static int tcmalloc_stats(alloc_stats *out) {
+    tc_prop_fn f = (tc_prop_fn)dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
+    if (!f) return -1;
+    size_t a = 0, heap = 0, unmapped = 0, phys = 0;
+    if (!f("generic.current_allocated_bytes", &a)) return -1;
+    if (f("generic.total_physical_bytes", &phys)) {
+        out->resident = phys;
+    } else {
+        f("generic.heap_size", &heap);
+        f("tcmalloc.pageheap_unmapped_bytes", &unmapped);
+        out->resident = heap - unmapped;
+    }
+    out->allocated = a;
+    out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
+    return 0;
+}
+
+/* mimalloc 2.0 release builds count no allocated bytes, and mi_process_info's current_rss is an estimate made
+ * from committed bytes, not a measurement: committed pages never touched are not resident (seen here: 44 MiB
+ * "rss" in a 7 MiB process). So only commit is reported. */
+static int mimalloc_stats(alloc_stats *out) {
+    mi_info_fn f = (mi_info_fn)dlsym(RTLD_DEFAULT, "mi_process_info");
+    if (!f) return -1;
+    size_t el, ut, st, rss, prss, commit, pcommit, pf;
+    f(&el, &ut, &st, &rss, &prss, &commit, &pcommit, &pf);
+    out->committed = commit;
+    out->have = ALLOC_HAVE_COMMITTED;
+    return 0;
+}
+
+static int sanitizer_stats(alloc_stats *out) {
+#ifdef XFERD_ASAN
+    out->allocated = __sanitizer_get_current_allocated_bytes();
+    out->resident = __sanitizer_get_heap_size();
+    out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
+    return 0;
+#else
+    (void)out;
+    return -1;
+#endif
+}
+
 int allocdet_stats(malloc_impl m, alloc_stats *out) {
     out->have = 0;
     switch (m) {
-    case MALLOC_GLIBC: {
-        struct mallinfo2 mi = mallinfo2();
-        out->allocated = mi.uordblks + mi.hblkhd;
-        out->resident = mi.arena + mi.hblkhd;
-        out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
-        return 0;
-    }
-    case MALLOC_JEMALLOC: {
-        mallctl_fn f = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
-        if (!f) return -1;
-        uint64_t epoch = 1;
-        size_t sz = sizeof epoch;
-        f("epoch", &epoch, &sz, &epoch, sz); /* refreshes the cached statistics */
-        size_t a = 0, r = 0;
-        sz = sizeof a;
-        if (f("stats.allocated", &a, &sz, NULL, 0) != 0) return -1;
-        sz = sizeof r;
-        if (f("stats.resident", &r, &sz, NULL, 0) != 0) return -1;
-        out->allocated = a;
-        out->resident = r;
-        out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
-        return 0;
-    }
-    case MALLOC_TCMALLOC: {
-        tc_prop_fn f = (tc_prop_fn)dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
-        if (!f) return -1;
-        size_t a = 0, heap = 0, unmapped = 0, phys = 0;
-        if (!f("generic.current_allocated_bytes", &a)) return -1;
-        if (f("generic.total_physical_bytes", &phys)) {
-            out->resident = phys;
-        } else {
-            f("generic.heap_size", &heap);
-            f("tcmalloc.pageheap_unmapped_bytes", &unmapped);
-            out->resident = heap - unmapped;
-        }
-        out->allocated = a;
-        out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
-        return 0;
-    }
-    case MALLOC_MIMALLOC: {
-        /* mimalloc 2.0 release builds count no allocated bytes, and mi_process_info's current_rss is
-         * an estimate made from committed bytes, not a measurement: committed pages never touched are
-         * not resident (seen here: 44 MiB "rss" in a 7 MiB process). So only commit is reported. */
-        mi_info_fn f = (mi_info_fn)dlsym(RTLD_DEFAULT, "mi_process_info");
-        if (!f) return -1;
-        size_t el, ut, st, rss, prss, commit, pcommit, pf;
-        f(&el, &ut, &st, &rss, &prss, &commit, &pcommit, &pf);
-        out->committed = commit;
-        out->have = ALLOC_HAVE_COMMITTED;
-        return 0;
-    }
-    case MALLOC_ASAN:
-#ifdef XFERD_ASAN
-        out->allocated = __sanitizer_get_current_allocated_bytes();
-        out->resident = __sanitizer_get_heap_size();
-        out->have = ALLOC_HAVE_ALLOCATED | ALLOC_HAVE_RESIDENT;
-        return 0;
-#else
-        return -1;
-#endif
-    default:
-        return -1;
+    case MALLOC_GLIBC: return glibc_stats(out);
+    case MALLOC_JEMALLOC: return jemalloc_stats(out);
+    case MALLOC_TCMALLOC: return tcmalloc_stats(out);
+    case MALLOC_MIMALLOC: return mimalloc_stats(out);
+    case MALLOC_ASAN: return sanitizer_stats(out);
+    default: return -1;
     }
 }
 

@@ -1,6 +1,6 @@
 /* allocstat: what the allocator layer (mem.h) measures of itself under --metrics on: a sampled latency
- * histogram of single allocations and the count of failed ones. Per-thread blocks (relaxed atomics, each
- * written by its own thread), summed at scrape time, like stats.h.
+ * histogram of single allocations and the count of failed ones. Per-thread blocks (perthread.h), summed at
+ * scrape time, like stats.h.
  *
  * The histogram times mem_alloc, i.e. the pool under --alloc pool and malloc (whichever library serves it)
  * otherwise: one allocation in every ALLOCSTAT sample interval is timed with CLOCK_MONOTONIC, so the cost

@@ -156,9 +156,27 @@ int config_parse_duration(const char *s, uint64_t *us) {
     return 0;
 }
 
+/* The message for a value flag f does not take: "<origin> <flag>: <value> <what is wrong>". */
+static int bad_value(char *err, size_t errlen, const char *origin, const flag *f, const char *val, const char *why) {
+    snprintf(err, errlen, "%s %s: %s %s", origin, f->name, val, why);
+    return -1;
+}
+
+/* A duration flag's value in whole milliseconds into *ms: NULL, or what is wrong with it. */
+static const char *duration_ms(const char *val, uint64_t *ms) {
+    uint64_t us;
+    int rc = config_parse_duration(val, &us);
+    if (rc == -1) return "is not a duration: want " DUR_HELP;
+    if (rc) return "exceeds the largest duration, " DUR_MAX_TEXT;
+    if (us % 1000) return "is not whole milliseconds (xferd-c counts its timeouts in ms)";
+    *ms = us / 1000;
+    return NULL;
+}
+
 static int set_flag(config *cfg, const flag *f, const char *val, const char *origin, char *err, size_t errlen) {
     char *at = (char *)cfg + f->offset;
     uint64_t v;
+    const char *why;
     switch (f->type) {
     case T_STR:
         if (strlen(val) >= f->size) {
@@ -168,58 +186,31 @@ static int set_flag(config *cfg, const flag *f, const char *val, const char *ori
         strcpy(at, val);
         return 0;
     case T_U32:
-        if (parse_u64(val, &v) || v > UINT32_MAX) {
-            snprintf(err, errlen, "%s %s: %s is not an unsigned 32-bit integer", origin, f->name, val);
-            return -1;
-        }
+        if (parse_u64(val, &v) || v > UINT32_MAX)
+            return bad_value(err, errlen, origin, f, val, "is not an unsigned 32-bit integer");
         *(uint32_t *)at = (uint32_t)v;
         return 0;
     case T_U64:
-        if (parse_u64(val, &v)) {
-            snprintf(err, errlen, "%s %s: %s is not an unsigned integer", origin, f->name, val);
-            return -1;
-        }
+        if (parse_u64(val, &v)) return bad_value(err, errlen, origin, f, val, "is not an unsigned integer");
         *(uint64_t *)at = v;
         return 0;
     case T_SIZE32:
     case T_SIZE64:
-        if (config_parse_size(val, f->type == T_SIZE32 ? UINT32_MAX : UINT64_MAX, &v)) {
-            snprintf(err, errlen, "%s %s: %s is not a size (bytes, or a number with KiB, MiB or GiB)", origin,
-                     f->name, val);
-            return -1;
-        }
+        if (config_parse_size(val, f->type == T_SIZE32 ? UINT32_MAX : UINT64_MAX, &v))
+            return bad_value(err, errlen, origin, f, val, "is not a size (bytes, or a number with KiB, MiB or GiB)");
         if (f->type == T_SIZE32) *(uint32_t *)at = (uint32_t)v;
         else *(uint64_t *)at = v;
         return 0;
     case T_CONNS:
-        if (strcmp(val, "auto") == 0) {
-            *(uint32_t *)at = CONFIG_CONNS_AUTO;
-            return 0;
-        }
-        if (parse_u64(val, &v) || v < 1 || v > UINT32_MAX) {
-            snprintf(err, errlen, "%s %s: %s is not auto or a positive integer", origin, f->name, val);
-            return -1;
-        }
+        if (strcmp(val, "auto") == 0) v = CONFIG_CONNS_AUTO;
+        else if (parse_u64(val, &v) || v < 1 || v > UINT32_MAX)
+            return bad_value(err, errlen, origin, f, val, "is not auto or a positive integer");
         *(uint32_t *)at = (uint32_t)v;
         return 0;
-    case T_DUR: {
-        int rc = config_parse_duration(val, &v);
-        if (rc == -1) {
-            snprintf(err, errlen, "%s %s: %s is not a duration: want " DUR_HELP, origin, f->name, val);
-            return -1;
-        }
-        if (rc) {
-            snprintf(err, errlen, "%s %s: %s exceeds the largest duration, " DUR_MAX_TEXT, origin, f->name, val);
-            return -1;
-        }
-        if (v % 1000) {
-            snprintf(err, errlen, "%s %s: %s is not whole milliseconds (xferd-c counts its timeouts in ms)", origin,
-                     f->name, val);
-            return -1;
-        }
-        *(uint64_t *)at = v / 1000;
+    case T_DUR:
+        if ((why = duration_ms(val, &v)) != NULL) return bad_value(err, errlen, origin, f, val, why);
+        *(uint64_t *)at = v;
         return 0;
-    }
     }
     return -1;
 }
@@ -250,7 +241,6 @@ static void config_defaults(config *cfg) {
     strcpy(cfg->alloc, "glibc");
     strcpy(cfg->metrics, "on");
     cfg->alloc_sample = ALLOCSTAT_DEFAULT_SAMPLE;
-
 }
 
 /* The flag's environment variable: XFERD_ and the name in upper case, '-' as '_'. */
@@ -258,6 +248,11 @@ static void env_name(const flag *f, char *out, size_t cap) {
     size_t k = (size_t)snprintf(out, cap, "XFERD_");
     for (const char *p = f->name; *p && k + 1 < cap; p++) out[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
     out[k] = '\0';
+}
+
+void config_format_ms(char *out, size_t cap, uint64_t ms) {
+    if (ms % 1000 == 0) snprintf(out, cap, "%llus", (unsigned long long)(ms / 1000));
+    else snprintf(out, cap, "%llums", (unsigned long long)ms);
 }
 
 /* A flag's value in cfg, written as the flag takes it. */
@@ -273,12 +268,7 @@ static void format_value(const config *cfg, const flag *f, char *out, size_t cap
         if (*(const uint32_t *)at == CONFIG_CONNS_AUTO) snprintf(out, cap, "auto");
         else snprintf(out, cap, "%u", (unsigned)*(const uint32_t *)at);
         return;
-    case T_DUR: {
-        uint64_t ms = *(const uint64_t *)at;
-        if (ms % 1000 == 0) snprintf(out, cap, "%llus", (unsigned long long)(ms / 1000));
-        else snprintf(out, cap, "%llums", (unsigned long long)ms);
-        return;
-    }
+    case T_DUR: config_format_ms(out, cap, *(const uint64_t *)at); return;
     }
 }
 
@@ -303,14 +293,28 @@ static void usage(void) {
     printf("  --version\n        print the version and exit\n  -h, --help\n        print this help and exit\n");
 }
 
-int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
-    config_defaults(cfg);
+/* The XFERD_<FLAG> variables set in the environment. */
+static int apply_env(config *cfg, char *err, size_t errlen) {
     for (size_t i = 0; i < NFLAGS; i++) {
         char env[64];
         env_name(&flags[i], env, sizeof env);
         const char *v = getenv(env);
         if (v && set_flag(cfg, &flags[i], v, env, err, errlen)) return -1;
     }
+    return 0;
+}
+
+/* The flag named by name[0..nl), or NULL. */
+static const flag *find_flag(const char *name, size_t nl) {
+    const flag *f = NULL;
+    for (size_t i = 0; i < NFLAGS; i++)
+        if (strlen(flags[i].name) == nl && strncmp(flags[i].name, name, nl) == 0) f = &flags[i];
+    return f;
+}
+
+/* The command line: --flag value or --flag=value, --help, --version. 0, -1 with err, CONFIG_HELP (printed)
+ * or CONFIG_VERSION. */
+static int apply_args(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -324,9 +328,7 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         }
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t nl = eq ? (size_t)(eq - name) : strlen(name);
-        const flag *f = NULL;
-        for (size_t i = 0; i < NFLAGS; i++)
-            if (strlen(flags[i].name) == nl && strncmp(flags[i].name, name, nl) == 0) f = &flags[i];
+        const flag *f = find_flag(name, nl);
         if (!f) {
             snprintf(err, errlen, "unknown flag %.*s", (int)nl + 2, arg);
             return -1;
@@ -338,7 +340,11 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         }
         if (set_flag(cfg, f, val, "flag", err, errlen)) return -1;
     }
-    /* derived values and ranges */
+    return 0;
+}
+
+/* --store: mem, or disk:DIR. */
+static int derive_store(config *cfg, char *err, size_t errlen) {
     if (strcmp(cfg->store_spec, "mem") == 0) {
         cfg->store = STORE_MEM;
     } else if (strncmp(cfg->store_spec, "disk:", 5) == 0 && cfg->store_spec[5]) {
@@ -348,6 +354,11 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         snprintf(err, errlen, "--store %s: want mem or disk:DIR", cfg->store_spec);
         return -1;
     }
+    return 0;
+}
+
+/* --alloc, --metrics and --alloc-sample: one of their values. */
+static int check_choices(const config *cfg, char *err, size_t errlen) {
     const char *allocs[] = {"glibc", "jemalloc", "tcmalloc", "mimalloc", "pool"};
     int ok = 0;
     for (size_t i = 0; i < 5; i++) ok |= strcmp(cfg->alloc, allocs[i]) == 0;
@@ -363,6 +374,11 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         snprintf(err, errlen, "--alloc-sample %u: want 0 ... %u", (unsigned)cfg->alloc_sample, ALLOCSTAT_MAX_SAMPLE);
         return -1;
     }
+    return 0;
+}
+
+/* Thread counts, limits and timeouts within their ranges. */
+static int check_ranges(const config *cfg, char *err, size_t errlen) {
     if (cfg->io_threads < 1 || cfg->io_threads > CONFIG_MAX_THREADS || cfg->workers < 1 ||
         cfg->workers > CONFIG_MAX_THREADS) {
         snprintf(err, errlen, "--io-threads and --workers must be 1 ... %d", CONFIG_MAX_THREADS);
@@ -382,5 +398,16 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
         snprintf(err, errlen, "timeouts must be positive");
         return -1;
     }
+    return 0;
+}
+
+int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
+    config_defaults(cfg);
+    if (apply_env(cfg, err, errlen) != 0) return -1;
+    int rc = apply_args(cfg, argc, argv, err, errlen);
+    if (rc != 0) return rc;
+    if (derive_store(cfg, err, errlen) != 0 || check_choices(cfg, err, errlen) != 0 ||
+        check_ranges(cfg, err, errlen) != 0)
+        return -1;
     return 0;
 }

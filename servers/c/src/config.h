@@ -2,6 +2,7 @@
 #ifndef XFERD_CONFIG_H
 #define XFERD_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "store.h"
@@ -56,5 +57,8 @@ int config_parse_size(const char *s, uint64_t limit, uint64_t *out);
  * number may have a point and up to nine digits after it. Sets *us (whole microseconds, at most 2^63-1 ns) and
  * returns 0; -1 when s is not a duration, -2 when it is too large. */
 int config_parse_duration(const char *s, uint64_t *us);
+
+/* Writes a duration of ms milliseconds as the flags take it, in whole seconds when it is ("10s", "1500ms"). */
+void config_format_ms(char *out, size_t cap, uint64_t ms);
 
 #endif

@@ -1,15 +1,9 @@
-/* gen: deterministic content, name parsing and a small CRC cache. */
+/* gen: deterministic content and name parsing. */
 #include "gen.h"
 
-#include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "gencache.h"
-#include "names.h"
-
 #define GEN_GAMMA 0x9e3779b97f4a7c15ull
-#define GEN_CRC_CACHE 64          /* entries kept by gen_crc */
 
 uint64_t gen_word(uint64_t seed, uint64_t i) {
     uint64_t z = seed + (i + 1) * GEN_GAMMA;
@@ -78,50 +72,5 @@ int gen_parse_name(const char *name, size_t len, uint64_t max_size, uint64_t *si
                  (unsigned long long)*size, (unsigned long long)max_size);
         return -1;
     }
-    return 0;
-}
-
-static struct {
-    pthread_mutex_t mu;
-    unsigned next;
-    struct { uint64_t size, seed; uint32_t crc; int used; } e[GEN_CRC_CACHE];
-} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-void gen_crc_cache_reset(void) {
-    gencache_reset();
-    pthread_mutex_lock(&cache.mu);
-    memset(cache.e, 0, sizeof cache.e);
-    cache.next = 0;
-    pthread_mutex_unlock(&cache.mu);
-}
-
-uint32_t gen_crc(uint64_t size, uint64_t seed) {
-    uint32_t c = 0;
-    gen_crc_until(size, seed, NULL, &c);
-    return c;
-}
-
-int gen_crc_until(uint64_t size, uint64_t seed, const atomic_bool *cancel, uint32_t *out) {
-    pthread_mutex_lock(&cache.mu);
-    for (unsigned k = 0; k < GEN_CRC_CACHE; k++) {
-        if (cache.e[k].used && cache.e[k].size == size && cache.e[k].seed == seed) {
-            *out = cache.e[k].crc;
-            pthread_mutex_unlock(&cache.mu);
-            return 0;
-        }
-    }
-    pthread_mutex_unlock(&cache.mu);
-
-    uint32_t crc;
-    if (gencache_crc_until(size, seed, cancel, &crc) != 0) return -1; /* cut short: nothing cached */
-
-    pthread_mutex_lock(&cache.mu);
-    unsigned k = cache.next++ % GEN_CRC_CACHE;
-    cache.e[k].size = size;
-    cache.e[k].seed = seed;
-    cache.e[k].crc = crc;
-    cache.e[k].used = 1;
-    pthread_mutex_unlock(&cache.mu);
-    *out = crc;
     return 0;
 }

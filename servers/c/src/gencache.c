@@ -8,7 +8,7 @@
 
 #include "gen.h"
 #include "mem.h"
-#include "stats.h"
+#include "monotime.h"
 
 typedef struct {
     uint64_t seed, index, last_use, last_ms;
@@ -33,7 +33,7 @@ static blk *block_get(uint64_t seed, uint64_t index) {
     for (int i = 0; i < GENCACHE_BLOCKS; i++)
         if (blocks[i].b && blocks[i].seed == seed && blocks[i].index == index) {
             blocks[i].last_use = ++clock_;
-            blocks[i].last_ms = stats_now_ns() / 1000000u;
+            blocks[i].last_ms = monotime_ms();
             blk *b = blk_ref(blocks[i].b);
             pthread_mutex_unlock(&mu);
             return b;
@@ -49,7 +49,7 @@ static blk *block_get(uint64_t seed, uint64_t index) {
     for (int i = 0; i < GENCACHE_BLOCKS; i++)
         if (blocks[i].b && blocks[i].seed == seed && blocks[i].index == index) {
             blocks[i].last_use = ++clock_;
-            blocks[i].last_ms = stats_now_ns() / 1000000u;
+            blocks[i].last_ms = monotime_ms();
             pthread_mutex_unlock(&mu);
             return nb;
         }
@@ -59,7 +59,7 @@ static blk *block_get(uint64_t seed, uint64_t index) {
         if (blocks[i].last_use < blocks[victim].last_use) victim = i;
     }
     blk *old = blocks[victim].b;
-    blocks[victim] = (block_entry){seed, index, ++clock_, stats_now_ns() / 1000000u, blk_ref(nb)};
+    blocks[victim] = (block_entry){seed, index, ++clock_, monotime_ms(), blk_ref(nb)};
     pthread_mutex_unlock(&mu);
     blk_unref(old);
     return nb;

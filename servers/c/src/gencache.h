@@ -31,7 +31,7 @@ uint32_t gencache_crc(uint64_t size, uint64_t seed);
  * server's drain deadline). The block CRC-32s computed so far stay cached: they are right. */
 int gencache_crc_until(uint64_t size, uint64_t seed, const atomic_bool *cancel, uint32_t *out);
 
-/* Drops the blocks unused since now_ms - GENCACHE_IDLE_MS (now_ms: monotonic, as stats_now_ns / 10^6). */
+/* Drops the blocks unused since now_ms - GENCACHE_IDLE_MS (now_ms: monotime_ms()). */
 void gencache_expire(uint64_t now_ms);
 
 /* Cached blocks held by more than one slot (tests: always 0, a racing miss keeps one entry). */

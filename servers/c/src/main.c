@@ -1,4 +1,5 @@
-/* xferd-c: flags -> config; allocator choice and detection; store, listeners, threads; signals. */
+/* xferd-c: flags -> config; allocator choice and detection; store, listeners, threads; the ready line;
+ * signals; the stop. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,8 @@
 #include "allocdet.h"
 #include "config.h"
 #include "mem.h"
-#include "metrics.h"
+#include "metricshttp.h"
+#include "monotime.h"
 #include "net.h"
 #include "server.h"
 #include "stats.h"
@@ -23,6 +25,17 @@
 #define FD_HEADROOM 64      /* descriptors kept out of --max-conns auto: store, listeners, metrics */
 #define AUTO_CONNS_MAX 65536
 
+/* What main detected and started, for the ready line and the stop. */
+typedef struct {
+    malloc_impl impl; /* what serves malloc */
+    char lib[512];    /* the object that defines it */
+    int pool;         /* --alloc pool */
+    store *st;
+    char frame_bound[64], metrics_bound[64];
+    server *srv;
+    metricshttp *ms;
+} running;
+
 static int fail(int status, const char *fmt, const char *what) {
     fprintf(stderr, "xferd-c: error: ");
     fprintf(stderr, fmt, what);
@@ -30,13 +43,130 @@ static int fail(int status, const char *fmt, const char *what) {
     return status;
 }
 
-static void fmt_ms(char *out, size_t cap, uint64_t ms) {
-    if (ms % 1000 == 0) snprintf(out, cap, "%llus", (unsigned long long)(ms / 1000));
-    else snprintf(out, cap, "%llums", (unsigned long long)ms);
+/* 1. The allocator: preload (re-exec) when asked, then detect what really serves malloc; the allocator layer
+ * and the instrumentation set up. -1 with err: the process refuses to start. */
+static int choose_allocator(const config *cfg, char **argv, running *r, char *err, size_t errlen) {
+    if (allocdet_preload(cfg->alloc, argv, err, errlen) != 0) return -1;
+    unsetenv(ALLOCDET_MARKER_ENV);
+    r->impl = allocdet_detect(r->lib, sizeof r->lib);
+    malloc_impl want = allocdet_expected(cfg->alloc);
+    if (r->impl != want) {
+        snprintf(err, errlen, "--alloc %s asked for %s, but malloc is served by %s (%s); refusing to start",
+                 cfg->alloc, allocdet_name(want), allocdet_name(r->impl), r->lib);
+        return -1;
+    }
+    r->pool = strcmp(cfg->alloc, "pool") == 0;
+    mem_init(r->pool ? MEM_POOL : MEM_SYSTEM);
+    stats_enabled = strcmp(cfg->metrics, "on") == 0;
+    mem_set_counting(stats_enabled);
+    mem_set_sampling(stats_enabled ? cfg->alloc_sample : 0);
+    return 0;
+}
+
+/* 2. Signals: handled by this thread only (sigtimedwait); every thread inherits the mask. */
+static void block_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* 3. Descriptors: the hard limit, and --max-conns auto from it (one connection listener). */
+static void raise_descriptors(config *cfg) {
+    unsigned long long soft = net_raise_nofile();
+    if (cfg->max_conns == CONFIG_CONNS_AUTO) {
+        unsigned long long n = soft > FD_HEADROOM ? soft - FD_HEADROOM : 1;
+        cfg->max_conns = (uint32_t)(n > AUTO_CONNS_MAX ? AUTO_CONNS_MAX : n);
+    }
+}
+
+static store *open_store(const config *cfg, char *err, size_t errlen) {
+    store_config sc = {.kind = cfg->store, .max_file_size = cfg->max_file_size, .max_chunk = cfg->max_chunk,
+                       .max_uploads = cfg->max_uploads, .max_uploads_per_conn = cfg->max_uploads_per_conn,
+                       .max_staged_bytes = cfg->max_staged_bytes, .min_chunk = cfg->min_chunk,
+                       .upload_idle_timeout_ms = cfg->upload_idle_timeout_ms};
+    snprintf(sc.dir, sizeof sc.dir, "%s", cfg->store_dir);
+    return store_open(&sc, err, errlen);
+}
+
+static server *start_server(const config *cfg, store *st, int frame_fd, char *err, size_t errlen) {
+    server_config svc = {.hc = {.st = st, .max_file_size = cfg->max_file_size, .max_chunk = cfg->max_chunk,
+                                .max_meta_entries = cfg->max_meta_entries},
+                         .max_frame = cfg->max_frame, .max_conns = cfg->max_conns,
+                         .read_timeout_ms = cfg->read_timeout_ms, .io_threads = cfg->io_threads,
+                         .workers = cfg->workers, .max_conn_calls = cfg->max_conn_calls,
+                         .max_conn_unsent = cfg->max_conn_unsent, .write_timeout_ms = cfg->write_timeout_ms,
+                         .drain_timeout_ms = cfg->drain_timeout_ms};
+    return server_start(&svc, frame_fd, err, errlen);
+}
+
+/* 4. Store, listeners, the server's threads and /metrics. 0, or the exit status after the error. */
+static int start(const config *cfg, running *r) {
+    char err[ERR_LEN];
+    if (!(r->st = open_store(cfg, err, sizeof err))) return fail(1, "store: %s", err);
+    int ffd = net_listen(cfg->frame_addr, r->frame_bound, sizeof r->frame_bound, err, sizeof err);
+    if (ffd < 0) return fail(1, "frame listener: %s", err);
+    int mfd = net_listen(cfg->metrics_addr, r->metrics_bound, sizeof r->metrics_bound, err, sizeof err);
+    if (mfd < 0) return fail(1, "metrics listener: %s", err);
+    if (!(r->srv = start_server(cfg, r->st, ffd, err, sizeof err))) return fail(1, "%s", err);
+    metrics_info mi = {.version = XFERD_VERSION, .impl = r->impl, .pool = r->pool,
+                       .alloc_label = r->pool ? "pool" : allocdet_name(r->impl), .per_call = stats_enabled};
+    if (!(r->ms = metricshttp_start(mfd, &mi, err, sizeof err))) return fail(1, "%s", err);
+    return 0;
+}
+
+/* 5. The one startup line. */
+static void print_ready(const config *cfg, const running *r) {
+    char env[2048], rt[32], it[32], wt[32], dt[32];
+    allocdet_env(env, sizeof env);
+    config_format_ms(rt, sizeof rt, cfg->read_timeout_ms);
+    config_format_ms(it, sizeof it, cfg->upload_idle_timeout_ms);
+    config_format_ms(wt, sizeof wt, cfg->write_timeout_ms);
+    config_format_ms(dt, sizeof dt, cfg->drain_timeout_ms);
+    fprintf(stderr,
+            "xferd-c ready frame=%s metrics=%s store=%s alloc=%s instrumentation=%s alloc_sample=%u io_threads=%u workers=%u max_frame=%u "
+            "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u max_uploads_per_conn=%u "
+            "max_staged_bytes=%llu min_chunk=%u read_timeout=%s upload_idle_timeout=%s "
+            "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s max_meta_entries=%u "
+            "malloc=%s malloc_lib=%s version=%s env=%s\n",
+            r->frame_bound, r->metrics_bound, cfg->store_spec, r->pool ? "pool" : allocdet_name(r->impl), cfg->metrics,
+            stats_enabled ? (unsigned)cfg->alloc_sample : 0u, cfg->io_threads,
+            cfg->workers, cfg->max_frame, cfg->max_chunk, (unsigned long long)cfg->max_file_size, cfg->max_conns,
+            cfg->max_uploads, cfg->max_uploads_per_conn, (unsigned long long)cfg->max_staged_bytes, cfg->min_chunk,
+            rt, it, cfg->max_conn_calls, (unsigned long long)cfg->max_conn_unsent, wt, dt, cfg->max_meta_entries,
+            allocdet_name(r->impl), r->lib, XFERD_VERSION, env);
+    fflush(stderr);
+}
+
+/* 6. Waits for SIGTERM/SIGINT, expiring idle uploads meanwhile. */
+static void wait_for_signal(const sigset_t *set, store *st) {
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = MAIN_TICK_MS * 1000000L};
+    for (;;) {
+        int sig = sigtimedwait(set, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) break;
+        store_expire(st, monotime_ms());
+    }
+}
+
+/* 7. The graceful stop; everything freed, so LeakSanitizer has nothing to report. */
+static int stop(running *r) {
+    metricshttp_stop(r->ms);
+    if (!server_stop(r->srv)) { /* PROTOCOL.md "Shutdown": exit within the bound whatever a call is doing */
+        fprintf(stderr, "xferd-c: warning: a call still running %u ms after the drain deadline was abandoned\n",
+                STOP_WORKER_GRACE_MS);
+        fflush(stderr);
+        _exit(0);
+    }
+    store_close(r->st);
+    stats_shutdown();
+    mem_shutdown();
+    return 0;
 }
 
 int main(int argc, char **argv) {
     static config cfg;
+    static running r;
     char err[ERR_LEN];
     int pc = config_parse(&cfg, argc, argv, err, sizeof err);
     if (pc < 0) return fail(2, "%s", err);
@@ -45,106 +175,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (pc == CONFIG_HELP) return 0;
-
-    /* 1. the allocator: preload (re-exec) when asked, then detect what really serves malloc */
-    if (allocdet_preload(cfg.alloc, argv, err, sizeof err) != 0) return fail(1, "%s", err);
-    unsetenv(ALLOCDET_MARKER_ENV);
-    char lib[512];
-    malloc_impl impl = allocdet_detect(lib, sizeof lib);
-    malloc_impl want = allocdet_expected(cfg.alloc);
-    if (impl != want) {
-        snprintf(err, sizeof err, "--alloc %s asked for %s, but malloc is served by %s (%s); refusing to start",
-                 cfg.alloc, allocdet_name(want), allocdet_name(impl), lib);
-        return fail(1, "%s", err);
-    }
-    int pool = strcmp(cfg.alloc, "pool") == 0;
-    mem_init(pool ? MEM_POOL : MEM_SYSTEM);
-    stats_enabled = strcmp(cfg.metrics, "on") == 0;
-    mem_set_counting(stats_enabled);
-    mem_set_sampling(stats_enabled ? cfg.alloc_sample : 0);
-
-    /* 2. signals: handled by this thread only (sigtimedwait); every thread inherits the mask */
+    if (choose_allocator(&cfg, argv, &r, err, sizeof err) != 0) return fail(1, "%s", err);
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    /* 3. descriptors: the hard limit, and --max-conns auto from it (one connection listener) */
-    unsigned long long soft = net_raise_nofile();
-    if (cfg.max_conns == CONFIG_CONNS_AUTO) {
-        unsigned long long n = soft > FD_HEADROOM ? soft - FD_HEADROOM : 1;
-        cfg.max_conns = (uint32_t)(n > AUTO_CONNS_MAX ? AUTO_CONNS_MAX : n);
-    }
-
-    /* 4. store and listeners */
-    store_config sc = {.kind = cfg.store, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk,
-                       .max_uploads = cfg.max_uploads, .max_uploads_per_conn = cfg.max_uploads_per_conn,
-                       .max_staged_bytes = cfg.max_staged_bytes, .min_chunk = cfg.min_chunk,
-                       .upload_idle_timeout_ms = cfg.upload_idle_timeout_ms};
-    snprintf(sc.dir, sizeof sc.dir, "%s", cfg.store_dir);
-    store *st = store_open(&sc, err, sizeof err);
-    if (!st) return fail(1, "store: %s", err);
-    char frame_bound[64], metrics_bound[64];
-    int ffd = net_listen(cfg.frame_addr, frame_bound, sizeof frame_bound, err, sizeof err);
-    if (ffd < 0) return fail(1, "frame listener: %s", err);
-    int mfd = net_listen(cfg.metrics_addr, metrics_bound, sizeof metrics_bound, err, sizeof err);
-    if (mfd < 0) return fail(1, "metrics listener: %s", err);
-
-    server_config svc = {.hc = {.st = st, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk,
-                                .max_meta_entries = cfg.max_meta_entries},
-                         .max_frame = cfg.max_frame, .max_conns = cfg.max_conns,
-                         .read_timeout_ms = cfg.read_timeout_ms, .io_threads = cfg.io_threads,
-                         .workers = cfg.workers, .max_conn_calls = cfg.max_conn_calls,
-                         .max_conn_unsent = cfg.max_conn_unsent, .write_timeout_ms = cfg.write_timeout_ms,
-                         .drain_timeout_ms = cfg.drain_timeout_ms};
-    server *srv = server_start(&svc, ffd, err, sizeof err);
-    if (!srv) return fail(1, "%s", err);
-    metrics_info mi = {.version = XFERD_VERSION, .impl = impl, .pool = pool,
-                       .alloc_label = pool ? "pool" : allocdet_name(impl), .per_call = stats_enabled};
-    metrics_server *ms = metrics_start(mfd, &mi, err, sizeof err);
-    if (!ms) return fail(1, "%s", err);
-
-    /* 5. the one startup line */
-    char env[2048], rt[32], it[32], wt[32], dt[32];
-    allocdet_env(env, sizeof env);
-    fmt_ms(rt, sizeof rt, cfg.read_timeout_ms);
-    fmt_ms(it, sizeof it, cfg.upload_idle_timeout_ms);
-    fmt_ms(wt, sizeof wt, cfg.write_timeout_ms);
-    fmt_ms(dt, sizeof dt, cfg.drain_timeout_ms);
-    fprintf(stderr,
-            "xferd-c ready frame=%s metrics=%s store=%s alloc=%s instrumentation=%s alloc_sample=%u io_threads=%u workers=%u max_frame=%u "
-            "max_chunk=%u max_file_size=%llu max_conns=%u max_uploads=%u max_uploads_per_conn=%u "
-            "max_staged_bytes=%llu min_chunk=%u read_timeout=%s upload_idle_timeout=%s "
-            "max_conn_calls=%u max_conn_unsent=%llu write_timeout=%s drain_timeout=%s max_meta_entries=%u "
-            "malloc=%s malloc_lib=%s version=%s env=%s\n",
-            frame_bound, metrics_bound, cfg.store_spec, pool ? "pool" : allocdet_name(impl), cfg.metrics,
-            stats_enabled ? (unsigned)cfg.alloc_sample : 0u, cfg.io_threads,
-            cfg.workers, cfg.max_frame, cfg.max_chunk, (unsigned long long)cfg.max_file_size, cfg.max_conns,
-            cfg.max_uploads, cfg.max_uploads_per_conn, (unsigned long long)cfg.max_staged_bytes, cfg.min_chunk,
-            rt, it, cfg.max_conn_calls, (unsigned long long)cfg.max_conn_unsent, wt, dt, cfg.max_meta_entries,
-            allocdet_name(impl), lib, XFERD_VERSION, env);
-    fflush(stderr);
-
-    /* 6. wait for SIGTERM/SIGINT, expiring idle uploads meanwhile */
-    struct timespec tick = {.tv_sec = 0, .tv_nsec = MAIN_TICK_MS * 1000000L};
-    for (;;) {
-        int sig = sigtimedwait(&set, NULL, &tick);
-        if (sig == SIGINT || sig == SIGTERM) break;
-        store_expire(st, store_now_ms());
-    }
-
-    /* 7. graceful stop; free everything so LeakSanitizer has nothing to report */
-    metrics_stop(ms);
-    if (!server_stop(srv)) { /* PROTOCOL.md "Shutdown": exit within the bound whatever a call is doing */
-        fprintf(stderr, "xferd-c: warning: a call still running %u ms after the drain deadline was abandoned\n",
-                STOP_WORKER_GRACE_MS);
-        fflush(stderr);
-        _exit(0);
-    }
-    store_close(st);
-    stats_shutdown();
-    mem_shutdown();
-    return 0;
+    block_signals(&set);
+    raise_descriptors(&cfg);
+    int rc = start(&cfg, &r);
+    if (rc != 0) return rc;
+    print_ready(&cfg, &r);
+    wait_for_signal(&set, r.st);
+    return stop(&r);
 }

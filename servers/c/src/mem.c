@@ -1,25 +1,24 @@
 /* mem: malloc or the pool, counted per thread. */
 #include "mem.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "allocstat.h"
+#include "monotime.h"
+#include "perthread.h"
 #include "pool.h"
 
-typedef struct counter_block {
+typedef struct {
+    perthread_link link; /* first: the block is perthread.h's */
     _Atomic uint64_t gets;
-    struct counter_block *next;
 } counter_block;
 
 static mem_mode mode = MEM_SYSTEM;
 static int counting = 1;
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static counter_block *blocks; /* every thread's counters, kept after the thread ends */
+static perthread_reg reg = PERTHREAD_REG_INIT(0); /* every thread's counters, kept after the thread ends */
 static _Atomic uint64_t orphan_gets; /* counts of threads that could not get a block */
 static _Thread_local counter_block *mine;
 static uint32_t sample_every;              /* 0: no allocation is timed */
@@ -31,20 +30,11 @@ void mem_set_counting(int on) { counting = on; }
 void mem_set_sampling(uint32_t every) { sample_every = every; }
 
 static void count_get(void) {
-    if (!mine) {
-        counter_block *b = calloc(1, sizeof *b);
-        if (!b) {
-            atomic_fetch_add_explicit(&orphan_gets, 1, memory_order_relaxed);
-            return;
-        }
-        pthread_mutex_lock(&reg_mu);
-        b->next = blocks;
-        blocks = b;
-        pthread_mutex_unlock(&reg_mu);
-        mine = b;
+    if (!mine && !(mine = perthread_join(&reg, sizeof *mine))) {
+        atomic_fetch_add_explicit(&orphan_gets, 1, memory_order_relaxed);
+        return;
     }
-    atomic_store_explicit(&mine->gets, atomic_load_explicit(&mine->gets, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    perthread_add(&mine->gets, 1);
 }
 
 static inline void *raw_alloc(size_t n) {
@@ -53,18 +43,12 @@ static inline void *raw_alloc(size_t n) {
     return malloc(n ? n : 1);
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The sampled path, out of line so the common one stays a counter increment and a compare. */
 static __attribute__((noinline)) void *timed_alloc(size_t n) {
     since_sample = 0;
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = monotime_ns();
     void *p = raw_alloc(n);
-    allocstat_record(mono_ns() - t0);
+    allocstat_record(monotime_ns() - t0);
     return p;
 }
 
@@ -102,6 +86,8 @@ void mem_thread_flush(void) {
     if (mode == MEM_POOL) pool_thread_flush();
 }
 
+static void add_gets(void *block, void *sum) { *(uint64_t *)sum += perthread_load(&((counter_block *)block)->gets); }
+
 void mem_counts_get(mem_counts *out) {
     if (mode == MEM_POOL) {
         pool_stats ps;
@@ -111,21 +97,13 @@ void mem_counts_get(mem_counts *out) {
         return;
     }
     uint64_t g = atomic_load_explicit(&orphan_gets, memory_order_relaxed);
-    pthread_mutex_lock(&reg_mu);
-    for (counter_block *b = blocks; b; b = b->next) g += atomic_load_explicit(&b->gets, memory_order_relaxed);
-    pthread_mutex_unlock(&reg_mu);
+    perthread_each(&reg, add_gets, &g);
     out->gets = g;
     out->news = g;
 }
 
 void mem_shutdown(void) {
-    pthread_mutex_lock(&reg_mu);
-    while (blocks) {
-        counter_block *next = blocks->next;
-        free(blocks);
-        blocks = next;
-    }
-    pthread_mutex_unlock(&reg_mu);
+    perthread_clear(&reg, NULL);
     mine = NULL;
     allocstat_shutdown();
     if (mode == MEM_POOL) pool_destroy();

@@ -9,6 +9,7 @@
 #include "mem.h"
 #include "pbwire.h"
 #include "utf8.h"
+#include "varint.h"
 
 #define ENTRIES_FIELD 1
 #define KEY_FIELD 1
@@ -22,13 +23,13 @@ static int each_entry(const uint8_t *body, size_t len, int (*fn)(void *ctx, size
     size_t i = 0;
     while (p < end) {
         uint64_t tag, n;
-        if (pbwire_varint(&p, end, &tag) != 0) return -1;
+        if (varint_read(&p, end, &tag) != 0) return -1;
         unsigned wire = (unsigned)(tag & 7);
         if (tag >> 3 != ENTRIES_FIELD || wire != PB_WIRE_LEN) {
             if (pbwire_skip(&p, end, wire) != 0) return -1;
             continue;
         }
-        if (pbwire_varint(&p, end, &n) != 0 || n > (uint64_t)(end - p)) return -1;
+        if (varint_read(&p, end, &n) != 0 || n > (uint64_t)(end - p)) return -1;
         int rc = fn(ctx, i++, p, (size_t)n);
         if (rc) return rc;
         p += n;
@@ -47,12 +48,12 @@ static int find_bad_utf8(void *ctx, size_t i, const uint8_t *p, size_t n) {
     const uint8_t *q = p, *end = p + n;
     while (q < end) {
         uint64_t tag, l;
-        if (pbwire_varint(&q, end, &tag) != 0) return 1;
+        if (varint_read(&q, end, &tag) != 0) return 1;
         if ((tag & 7) != PB_WIRE_LEN) {
             if (pbwire_skip(&q, end, (unsigned)(tag & 7)) != 0) return 1;
             continue;
         }
-        if (pbwire_varint(&q, end, &l) != 0 || l > (uint64_t)(end - q)) return 1;
+        if (varint_read(&q, end, &l) != 0 || l > (uint64_t)(end - q)) return 1;
         uint64_t f = tag >> 3;
         if ((f == KEY_FIELD || f == VALUE_FIELD) && !utf8_valid((const char *)q, (size_t)l)) {
             xerr_set(c->e, XERR_INVALID_ARGUMENT, "malformed MetaRequest body: entry %zu %s is not valid UTF-8", i,

@@ -1,4 +1,4 @@
-/* net: listen, non-blocking, nodelay. */
+/* net: listen, non-blocking, nodelay, descriptor limits, accept, wake. */
 #include "net.h"
 
 #include <arpa/inet.h>
@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +82,18 @@ unsigned long long net_raise_nofile(void) {
 
 int net_spare_open(void) { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
-/* Half-close and drop what already arrived, so the refusal is read rather than lost to a reset. */
-static void drop_conn(int fd, const void *refusal, size_t len) {
+void net_half_close(int fd) {
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+}
+
+void net_drop(int fd, const void *refusal, size_t len) {
     if (refusal) {
         ssize_t w = send(fd, refusal, len, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)w; /* best effort: the connection is dropped either way */
     }
-    shutdown(fd, SHUT_WR);
-    char sink[4096];
-    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+    net_half_close(fd);
     close(fd);
 }
 
@@ -102,8 +106,14 @@ int net_accept(int lfd, int *spare, const void *refusal, size_t refusal_len) {
     *spare = -1;
     fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     bool still_out = fd < 0 && (errno == EMFILE || errno == ENFILE);
-    if (fd >= 0) drop_conn(fd, refusal, refusal_len);
+    if (fd >= 0) net_drop(fd, refusal, refusal_len);
     *spare = net_spare_open();
     if (still_out || *spare < 0) return NET_ACCEPT_PAUSE;
     return fd >= 0 ? NET_ACCEPT_SHED : NET_ACCEPT_NONE;
+}
+
+void net_wake(int evfd) {
+    uint64_t one = 1;
+    ssize_t n = write(evfd, &one, sizeof one);
+    (void)n; /* a full counter still wakes the reader */
 }

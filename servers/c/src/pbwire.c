@@ -1,28 +1,14 @@
+/* pbwire: field skipping, wire lengths and the descriptor check. */
 #include "pbwire.h"
 
 #include "utf8.h"
-
-#define PB_MAX_VARINT_BYTES 10
-
-int pbwire_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
-    uint64_t v = 0;
-    for (int i = 0; i < PB_MAX_VARINT_BYTES && *p < end; i++) {
-        uint8_t b = *(*p)++;
-        if (i == PB_MAX_VARINT_BYTES - 1 && b > 1) return -1; /* bits past the 64th */
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *out = v;
-            return 0;
-        }
-    }
-    return -1;
-}
+#include "varint.h"
 
 int pbwire_skip(const uint8_t **p, const uint8_t *end, unsigned type) {
     uint64_t n;
     switch (type) {
     case PB_WIRE_VARINT:
-        return pbwire_varint(p, end, &n);
+        return varint_read(p, end, &n);
     case PB_WIRE_I64:
         if (end - *p < 8) return -1;
         *p += 8;
@@ -32,7 +18,7 @@ int pbwire_skip(const uint8_t **p, const uint8_t *end, unsigned type) {
         *p += 4;
         return 0;
     case PB_WIRE_LEN:
-        if (pbwire_varint(p, end, &n) != 0 || n > (uint64_t)(end - *p)) return -1;
+        if (varint_read(p, end, &n) != 0 || n > (uint64_t)(end - *p)) return -1;
         *p += n;
         return 0;
     default:
@@ -45,12 +31,12 @@ size_t pbwire_bytes_len(const uint8_t *msg, size_t len, uint32_t field) {
     size_t found = 0;
     while (p < end) {
         uint64_t tag;
-        if (pbwire_varint(&p, end, &tag) != 0) return (size_t)-1;
+        if (varint_read(&p, end, &tag) != 0) return (size_t)-1;
         const uint8_t *v = p;
         if (pbwire_skip(&p, end, tag & 7) != 0) return (size_t)-1;
         if ((tag & 7) == PB_WIRE_LEN && (tag >> 3) == field) {
-            uint64_t n;
-            pbwire_varint(&v, p, &n); /* already read once by pbwire_skip */
+            uint64_t n = 0;
+            varint_read(&v, p, &n); /* already read once by pbwire_skip */
             found = (size_t)n;
         }
     }
@@ -74,13 +60,13 @@ static int varint_fits(ProtobufCType t, uint64_t x) {
 
 /* Checks one field value v..end of wire type `type`, already known to be well formed. */
 static int check_field(const ProtobufCFieldDescriptor *f, unsigned type, const uint8_t *v, const uint8_t *end) {
-    uint64_t x;
+    uint64_t x = 0;
     if (type == PB_WIRE_VARINT) {
-        pbwire_varint(&v, end, &x);
+        varint_read(&v, end, &x);
         return varint_fits(f->type, x) ? 0 : -1;
     }
     if (type != PB_WIRE_LEN) return 0;
-    pbwire_varint(&v, end, &x);
+    varint_read(&v, end, &x);
     if (f->type == PROTOBUF_C_TYPE_STRING) return utf8_valid((const char *)v, (size_t)x) ? 0 : -1;
     if (f->type == PROTOBUF_C_TYPE_MESSAGE) return pbwire_check(v, (size_t)x, f->descriptor);
     return 0;
@@ -90,7 +76,7 @@ int pbwire_check(const uint8_t *msg, size_t len, const ProtobufCMessageDescripto
     const uint8_t *p = msg, *end = msg + len;
     while (p < end) {
         uint64_t tag;
-        if (pbwire_varint(&p, end, &tag) != 0 || tag >> 3 == 0 || tag >> 3 > UINT32_MAX) return -1;
+        if (varint_read(&p, end, &tag) != 0 || tag >> 3 == 0 || tag >> 3 > UINT32_MAX) return -1;
         const uint8_t *v = p;
         if (pbwire_skip(&p, end, tag & 7) != 0) return -1;
         const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));

@@ -1,5 +1,5 @@
-/* pbwire: reading protobuf wire format directly: one field's wire length, varints, and a check of a whole
- * message against its descriptor.
+/* pbwire: reading protobuf wire format directly (its varints are varint.h's): skipping a field, one field's
+ * wire length, and a check of a whole message against its descriptor.
  *
  * protobuf-c hands string fields back as NUL-terminated char*, so a name with an embedded NUL
  * ("a\0b") would look like "a" to strlen and silently alias another file. The wire length is the
@@ -20,10 +20,6 @@
 /* The byte length of the last occurrence of length-delimited field `field` in msg[0..len) (protobuf's
  * "last one wins"), or 0 when the field is absent. Returns (size_t)-1 when msg is not well formed. */
 size_t pbwire_bytes_len(const uint8_t *msg, size_t len, uint32_t field);
-
-/* Reads a varint at *p (bounded by end) into *out and advances *p; 0 on success, -1 when it is truncated,
- * longer than 10 bytes or its value does not fit 64 bits. */
-int pbwire_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
 
 /* Skips the value of a field of wire type `type` at *p; 0 on success, -1 when it is malformed or the wire
  * type is not 0, 1, 2 or 5 (groups are not part of our protocol). */

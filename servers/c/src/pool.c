@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perthread.h"
+
 #define POOL_MAGIC 0x706f6f6cu /* "pool" */
 #define POOL_LARGE 0xffffffffu /* class of a block that bypasses the caches */
 #define POOL_MIN_BLOCK 64u
@@ -23,7 +25,7 @@ typedef struct {
 typedef struct free_block { struct free_block *next; } free_block;
 
 struct pool_cache {
-    unsigned id;
+    perthread_link link; /* first: the cache is a perthread.h block; link.id indexes the batch arrays */
     free_block *free[POOL_NCLASSES];
     uint32_t nfree[POOL_NCLASSES];
     /* foreign frees waiting to go back to their owner, by owner id */
@@ -31,7 +33,7 @@ struct pool_cache {
     free_block *batch_tail[POOL_MAX_THREADS];
     uint32_t batch_n[POOL_MAX_THREADS];
     /* owners with a batch begun since the last flush, so a flush with nothing pending costs nothing */
-    uint16_t pending[POOL_MAX_THREADS];
+    pool_cache *pending[POOL_MAX_THREADS];
     bool is_pending[POOL_MAX_THREADS];
     unsigned npending;
     /* blocks other threads returned to this one */
@@ -43,19 +45,10 @@ struct pool_cache {
     _Atomic int64_t allocated, resident;
 };
 
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static pool_cache *caches[POOL_MAX_THREADS];
-static unsigned ncaches;
+static perthread_reg reg = PERTHREAD_REG_INIT(POOL_MAX_THREADS);
 static _Thread_local pool_cache *tc;
 /* frees of pool blocks by threads with no cache of their own (always cross-thread) */
 static _Atomic uint64_t orphan_remote_frees;
-
-static inline void ctr_add_u(_Atomic uint64_t *c, uint64_t d) {
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
-}
-static inline void ctr_add_i(_Atomic int64_t *c, int64_t d) {
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
-}
 
 /* Class index and block size (header included) for a block of at least n bytes. */
 static uint32_t size_class(size_t n, size_t *block) {
@@ -81,19 +74,9 @@ static uint32_t class_cap(uint32_t cls) {
 
 static pool_cache *cache_get(void) {
     if (tc) return tc;
-    pool_cache *c = calloc(1, sizeof *c);
+    pool_cache *c = perthread_join(&reg, sizeof *c); /* NULL past POOL_MAX_THREADS caches */
     if (!c) return NULL;
-    pthread_mutex_init(&c->rmu, NULL);
-    pthread_mutex_lock(&reg_mu);
-    if (ncaches >= POOL_MAX_THREADS) {
-        pthread_mutex_unlock(&reg_mu);
-        pthread_mutex_destroy(&c->rmu);
-        free(c);
-        return NULL;
-    }
-    c->id = ncaches;
-    caches[ncaches++] = c;
-    pthread_mutex_unlock(&reg_mu);
+    pthread_mutex_init(&c->rmu, NULL); /* before any block it owns exists, so before anyone locks it */
     tc = c;
     return c;
 }
@@ -102,7 +85,7 @@ static pool_cache *cache_get(void) {
  * pool's one contention point. A trylock first costs nothing more when the lock is free. */
 static void rmu_lock(pool_cache *c, pool_cache *o) {
     if (pthread_mutex_trylock(&o->rmu) == 0) return;
-    if (c) ctr_add_u(&c->lock_contended, 1);
+    if (c) perthread_add(&c->lock_contended, 1);
     pthread_mutex_lock(&o->rmu);
 }
 
@@ -112,7 +95,7 @@ static inline pool_hdr *hdr_of(free_block *b) { return (pool_hdr *)((char *)b - 
 static void local_put(pool_cache *c, pool_hdr *h) {
     uint32_t cls = h->cls;
     if (c->nfree[cls] >= class_cap(cls)) {
-        ctr_add_i(&c->resident, -(int64_t)class_block(cls));
+        perthread_add_signed(&c->resident, -(int64_t)class_block(cls));
         free(h);
         return;
     }
@@ -137,16 +120,17 @@ static void drain_remote(pool_cache *c) {
     }
 }
 
-static void flush_batch(pool_cache *c, unsigned owner_id) {
-    if (!c->batch_n[owner_id]) return;
-    pool_cache *o = caches[owner_id];
+/* Hands c's batch of blocks owned by o back to o. */
+static void flush_batch(pool_cache *c, pool_cache *o) {
+    unsigned id = o->link.id;
+    if (!c->batch_n[id]) return;
     rmu_lock(c, o);
-    c->batch_tail[owner_id]->next = o->remote;
-    o->remote = c->batch_head[owner_id];
-    atomic_fetch_add_explicit(&o->nremote, c->batch_n[owner_id], memory_order_release);
+    c->batch_tail[id]->next = o->remote;
+    o->remote = c->batch_head[id];
+    atomic_fetch_add_explicit(&o->nremote, c->batch_n[id], memory_order_release);
     pthread_mutex_unlock(&o->rmu);
-    c->batch_head[owner_id] = c->batch_tail[owner_id] = NULL;
-    c->batch_n[owner_id] = 0;
+    c->batch_head[id] = c->batch_tail[id] = NULL;
+    c->batch_n[id] = 0;
 }
 
 void *pool_alloc(size_t n) {
@@ -160,10 +144,10 @@ void *pool_alloc(size_t n) {
         h->magic = POOL_MAGIC;
         /* large blocks are counted by the allocating thread's cache when it has one */
         if (c) {
-            ctr_add_u(&c->gets, 1);
-            ctr_add_u(&c->news, 1);
-            ctr_add_i(&c->allocated, (int64_t)need);
-            ctr_add_i(&c->resident, (int64_t)need);
+            perthread_add(&c->gets, 1);
+            perthread_add(&c->news, 1);
+            perthread_add_signed(&c->allocated, (int64_t)need);
+            perthread_add_signed(&c->resident, (int64_t)need);
         }
         /* remember the size for the counters at free time in the class slot's place */
         h->owner = (pool_cache *)(uintptr_t)need;
@@ -171,8 +155,8 @@ void *pool_alloc(size_t n) {
     }
     size_t block;
     uint32_t cls = size_class(need, &block);
-    ctr_add_u(&c->gets, 1);
-    ctr_add_i(&c->allocated, (int64_t)block);
+    perthread_add(&c->gets, 1);
+    perthread_add_signed(&c->allocated, (int64_t)block);
     if (!c->free[cls]) drain_remote(c);
     free_block *b = c->free[cls];
     if (b) {
@@ -182,11 +166,11 @@ void *pool_alloc(size_t n) {
     }
     pool_hdr *h = malloc(block);
     if (!h) {
-        ctr_add_i(&c->allocated, -(int64_t)block);
+        perthread_add_signed(&c->allocated, -(int64_t)block);
         return NULL;
     }
-    ctr_add_u(&c->news, 1);
-    ctr_add_i(&c->resident, (int64_t)block);
+    perthread_add(&c->news, 1);
+    perthread_add_signed(&c->resident, (int64_t)block);
     h->owner = c;
     h->cls = cls;
     h->magic = POOL_MAGIC;
@@ -201,16 +185,16 @@ void pool_free(void *p) {
     if (h->cls == POOL_LARGE) {
         int64_t need = (int64_t)(uintptr_t)h->owner;
         if (c) {
-            ctr_add_i(&c->allocated, -need);
-            ctr_add_i(&c->resident, -need);
+            perthread_add_signed(&c->allocated, -need);
+            perthread_add_signed(&c->resident, -need);
         }
         h->magic = 0;
         free(h);
         return;
     }
     size_t block = class_block(h->cls);
+    pool_cache *o = h->owner;
     if (!c) { /* no cache for this thread: hand the block straight back to its owner */
-        pool_cache *o = h->owner;
         free_block *b = (free_block *)p;
         atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
         pthread_mutex_lock(&o->rmu);
@@ -220,14 +204,14 @@ void pool_free(void *p) {
         pthread_mutex_unlock(&o->rmu);
         return;
     }
-    ctr_add_i(&c->allocated, -(int64_t)block);
-    if (h->owner == c) {
+    perthread_add_signed(&c->allocated, -(int64_t)block);
+    if (o == c) {
         local_put(c, h);
         return;
     }
     /* a foreign block: batch it for its owner (it stays resident: the pool still holds it) */
-    ctr_add_u(&c->remote_frees, 1);
-    unsigned oid = h->owner->id;
+    perthread_add(&c->remote_frees, 1);
+    unsigned oid = o->link.id;
     free_block *b = (free_block *)p;
     b->next = NULL;
     if (c->batch_tail[oid]) c->batch_tail[oid]->next = b;
@@ -235,9 +219,9 @@ void pool_free(void *p) {
     c->batch_tail[oid] = b;
     if (!c->is_pending[oid]) {
         c->is_pending[oid] = true;
-        c->pending[c->npending++] = (uint16_t)oid;
+        c->pending[c->npending++] = o;
     }
-    if (++c->batch_n[oid] >= POOL_REMOTE_BATCH) flush_batch(c, oid);
+    if (++c->batch_n[oid] >= POOL_REMOTE_BATCH) flush_batch(c, o);
 }
 
 void pool_thread_flush(void) {
@@ -247,67 +231,50 @@ void pool_thread_flush(void) {
      * loads: no registry lock, no walk over every cache (callgrind showed this at 10% of an echo's
      * instructions under --alloc pool when it did both). */
     for (unsigned i = 0; i < c->npending; i++) {
-        unsigned oid = c->pending[i];
-        c->is_pending[oid] = false;
-        flush_batch(c, oid);
+        pool_cache *o = c->pending[i];
+        c->is_pending[o->link.id] = false;
+        flush_batch(c, o);
     }
     c->npending = 0;
     drain_remote(c);
 }
 
+static void add_cache(void *block, void *sum) {
+    pool_cache *c = block;
+    pool_stats *out = sum;
+    out->gets += perthread_load(&c->gets);
+    out->news += perthread_load(&c->news);
+    out->remote_frees += perthread_load(&c->remote_frees);
+    out->lock_contended += perthread_load(&c->lock_contended);
+    out->allocated += atomic_load_explicit(&c->allocated, memory_order_relaxed);
+    out->resident += atomic_load_explicit(&c->resident, memory_order_relaxed);
+}
+
 void pool_stats_get(pool_stats *out) {
     memset(out, 0, sizeof *out);
     out->remote_frees = atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed);
-    pthread_mutex_lock(&reg_mu);
-    for (unsigned i = 0; i < ncaches; i++) {
-        pool_cache *c = caches[i];
-        out->gets += atomic_load_explicit(&c->gets, memory_order_relaxed);
-        out->news += atomic_load_explicit(&c->news, memory_order_relaxed);
-        out->remote_frees += atomic_load_explicit(&c->remote_frees, memory_order_relaxed);
-        out->lock_contended += atomic_load_explicit(&c->lock_contended, memory_order_relaxed);
-        out->allocated += atomic_load_explicit(&c->allocated, memory_order_relaxed);
-        out->resident += atomic_load_explicit(&c->resident, memory_order_relaxed);
+    perthread_each(&reg, add_cache, out);
+}
+
+static void free_list(free_block *b) {
+    while (b) {
+        free_block *next = b->next;
+        free(hdr_of(b));
+        b = next;
     }
-    pthread_mutex_unlock(&reg_mu);
+}
+
+/* Frees every block a cache holds: its batches for other owners (a block goes back to malloc, never to its
+ * owner, so the order caches are freed in does not matter), its free lists and what others returned to it. */
+static void cache_free_blocks(void *block) {
+    pool_cache *c = block;
+    for (unsigned j = 0; j < POOL_MAX_THREADS; j++) free_list(c->batch_head[j]);
+    for (unsigned k = 0; k < POOL_NCLASSES; k++) free_list(c->free[k]);
+    free_list(c->remote);
+    pthread_mutex_destroy(&c->rmu);
 }
 
 void pool_destroy(void) {
-    pthread_mutex_lock(&reg_mu);
-    /* first hand every pending batch to its owner, then free every list */
-    for (unsigned i = 0; i < ncaches; i++) {
-        pool_cache *c = caches[i];
-        for (unsigned j = 0; j < ncaches; j++) {
-            free_block *b = c->batch_head[j];
-            while (b) {
-                free_block *next = b->next;
-                free(hdr_of(b));
-                b = next;
-            }
-            c->batch_head[j] = c->batch_tail[j] = NULL;
-            c->batch_n[j] = 0;
-        }
-    }
-    for (unsigned i = 0; i < ncaches; i++) {
-        pool_cache *c = caches[i];
-        for (unsigned k = 0; k < POOL_NCLASSES; k++) {
-            free_block *b = c->free[k];
-            while (b) {
-                free_block *next = b->next;
-                free(hdr_of(b));
-                b = next;
-            }
-        }
-        free_block *b = c->remote;
-        while (b) {
-            free_block *next = b->next;
-            free(hdr_of(b));
-            b = next;
-        }
-        pthread_mutex_destroy(&c->rmu);
-        free(c);
-        caches[i] = NULL;
-    }
-    ncaches = 0;
-    pthread_mutex_unlock(&reg_mu);
+    perthread_clear(&reg, cache_free_blocks);
     tc = NULL;
 }

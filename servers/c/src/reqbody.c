@@ -7,6 +7,7 @@
 
 #include "pbwire.h"
 #include "utf8.h"
+#include "varint.h"
 
 #define TAG_MAX_BYTES 5    /* protobuf-c reads no longer tag */
 #define LENGTH_MAX_BYTES 5 /* nor a longer length prefix */
@@ -21,32 +22,20 @@ typedef struct {
 
 /* A tag as protobuf-c reads it: 1 to 5 bytes, the last without its high bit. */
 static int read_tag(const uint8_t **p, const uint8_t *end, uint32_t *number, unsigned *wire) {
-    uint64_t v = 0;
-    for (int i = 0; i < TAG_MAX_BYTES && *p < end; i++) {
-        uint8_t b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *wire = (unsigned)(v & 7);
-            *number = (uint32_t)(v >> 3);
-            return *number == 0 ? -1 : 0;
-        }
-    }
-    return -1;
+    uint64_t v;
+    if (varint_read_max(p, end, TAG_MAX_BYTES, &v) != 0) return -1;
+    *wire = (unsigned)(v & 7);
+    *number = (uint32_t)(v >> 3);
+    return *number == 0 ? -1 : 0;
 }
 
 /* A length prefix as protobuf-c reads it (at most 5 bytes, at most INT_MAX) that fits what is left. */
 static int read_length(const uint8_t **p, const uint8_t *end, size_t *len) {
-    uint64_t v = 0;
-    for (int i = 0; i < LENGTH_MAX_BYTES && *p < end; i++) {
-        uint8_t b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            if (v > INT_MAX || v > (uint64_t)(end - *p)) return -1;
-            *len = (size_t)v;
-            return 0;
-        }
-    }
-    return -1;
+    uint64_t v;
+    if (varint_read_max(p, end, LENGTH_MAX_BYTES, &v) != 0) return -1;
+    if (v > INT_MAX || v > (uint64_t)(end - *p)) return -1;
+    *len = (size_t)v;
+    return 0;
 }
 
 static const field *find(const field *fs, size_t n, uint32_t number) {
@@ -66,7 +55,7 @@ static int decode(const uint8_t *body, size_t len, const field *fs, size_t nfs, 
         char *dst = f ? (char *)out + f->offset : NULL;
         if (wire == PB_WIRE_VARINT) {
             uint64_t v;
-            if (pbwire_varint(&p, end, &v) != 0) return -1;
+            if (varint_read(&p, end, &v) != 0) return -1;
             if (!f) continue;
             if (f->kind == F_U64) memcpy(dst, &v, sizeof v);
             else if (f->kind == F_U32 && v <= UINT32_MAX) {

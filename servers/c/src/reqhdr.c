@@ -5,6 +5,7 @@
 
 #include "pbwire.h"
 #include "utf8.h"
+#include "varint.h"
 
 #define FIELD_METHOD 1
 #define FIELD_SEQ 2
@@ -16,17 +17,17 @@ static const char seq_zero[] = "invalid_argument: request seq 0 is reserved";
 /* Takes one field at *p into out; 0, or -1 when the header is malformed. */
 static int take_field(const uint8_t **p, const uint8_t *end, reqhdr *out) {
     uint64_t tag, n;
-    if (pbwire_varint(p, end, &tag) != 0 || tag >> 3 == 0 || tag >> 3 > FIELD_MAX) return -1;
+    if (varint_read(p, end, &tag) != 0 || tag >> 3 == 0 || tag >> 3 > FIELD_MAX) return -1;
     uint64_t num = tag >> 3;
     unsigned type = (unsigned)(tag & 7);
     if (num == FIELD_METHOD) {
-        if (type != PB_WIRE_LEN || pbwire_varint(p, end, &n) != 0 || n > (uint64_t)(end - *p)) return -1;
+        if (type != PB_WIRE_LEN || varint_read(p, end, &n) != 0 || n > (uint64_t)(end - *p)) return -1;
         out->method = (const char *)*p; /* a repeated field: the last one wins */
         out->method_len = (size_t)n;
         *p += n;
         return utf8_valid(out->method, out->method_len) ? 0 : -1; /* but every one must be UTF-8 */
     }
-    if (num == FIELD_SEQ) return type == PB_WIRE_VARINT ? pbwire_varint(p, end, &out->seq) : -1;
+    if (num == FIELD_SEQ) return type == PB_WIRE_VARINT ? varint_read(p, end, &out->seq) : -1;
     return pbwire_skip(p, end, type); /* unknown fields are skipped, as proto3 requires */
 }
 

@@ -1,11 +1,10 @@
-/* server: the frame transport's threads. One acceptor hands connections round-robin to N event-loop
- * threads (epoll, woken through an eventfd, memcached-style); a loop reads frames into blocks it
- * allocates, decodes the request header and queues the call, referencing its frame in place, on its own
- * work queue (min(N, M) queues, each served by its share of the M workers); a worker decodes the body in
- * place, runs the handler, drops the request's block (freeing it when it held the last reference: allocated
- * on the loop thread) and passes the answer back to the connection's loop, which writes it with writev
- * (header plus bulk bytes where they are) and frees it. Pipelined calls run concurrently and are answered
- * in completion order; clients match by seq. */
+/* server: the frame transport's threads, started and stopped together, and its acceptor. One acceptor thread
+ * hands connections round-robin to --io-threads event loops (loop.h: epoll, woken through an eventfd,
+ * memcached-style); a loop's connections (conn.h) read frames into blocks, decode request headers and queue
+ * the calls, referencing their frames in place, on the loop's work queue, served by its share of the
+ * --workers workers (worker.h), which run the handlers and pass the answers back to the loop to write with
+ * writev. Pipelined calls run concurrently and are answered in completion order; clients match by seq. The
+ * stop is the drain of PROTOCOL.md "Shutdown". */
 #ifndef XFERD_SERVER_H
 #define XFERD_SERVER_H
 
@@ -14,12 +13,7 @@
 
 #include "handlers.h"
 
-#define CONN_RBUF_SIZE (64 * 1024)          /* a connection's first read buffer; it grows as a larger frame arrives */
-#define FRAME_EXACT_FRACTION 16             /* once this fraction of a frame arrived, its buffer takes its whole size */
-#define LOOP_TICK_MS 100                    /* how often loops check read and write timeouts */
-#define STOP_WORKER_GRACE_MS 300            /* after the drain deadline, what the workers get to end their calls */
-#define LOOP_MAX_EVENTS 128
-#define LOOP_READS_PER_EVENT 16             /* recv calls per readiness event, so one client can't starve others */
+#define STOP_WORKER_GRACE_MS 300 /* after the drain deadline, what the workers get to end their calls */
 
 typedef struct {
     handler_ctx hc;

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <libdeflate.h>
 #include <zlib.h>
@@ -19,6 +18,7 @@
 #include "blk.h"
 #include "htab.h"
 #include "mem.h"
+#include "monotime.h"
 #include "names.h"
 #include "storedir.h"
 
@@ -69,12 +69,6 @@ struct store {
     int tmp_fd, files_fd; /* disk: tmp/ and files/, opened once at start */
     uint64_t next_id; /* sequential_ids */
 };
-
-uint64_t store_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void file_free(store_file *f) {
     if (f->chunks) {
@@ -208,7 +202,7 @@ static upload *upload_get(store *s, uint64_t id, xerr *err) {
     upload *u = htab_get(&s->uploads, &id, sizeof id);
     if (u) {
         u->refs++;
-        u->last_ms = store_now_ms();
+        u->last_ms = monotime_ms();
     }
     pthread_mutex_unlock(&s->mu);
     if (!u) xerr_set(err, XERR_NOT_FOUND, "no open upload with id %llu", (unsigned long long)id);
@@ -259,26 +253,28 @@ static int upload_list(store *s, upload *u) {
     return 0;
 }
 
-/* Removes u from the table (once) and drops the table's reference. Call with u->mu held and u->open
- * just set false. */
-static void upload_remove(store *s, upload *u) {
-    pthread_mutex_lock(&s->mu);
+/* Takes u out of the table (once) and drops the table's reference; store lock held. */
+static void upload_unlist_locked(store *s, upload *u) {
     upload *t = htab_get(&s->uploads, &u->id, sizeof u->id);
     if (t == u) {
         htab_del(&s->uploads, &u->id, sizeof u->id);
         account_release(s, u);
         u->refs--; /* the table's; the caller still holds one, so this never reaches 0 */
     }
+}
+
+/* Closes u after a failed commit or an abort: removes it from the table. Call with u->mu held. */
+static void upload_close_locked(store *s, upload *u) {
+    u->open = false;
+    pthread_mutex_lock(&s->mu);
+    upload_unlist_locked(s, u);
     pthread_mutex_unlock(&s->mu);
 }
 
-xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t size, uint32_t chunk_size,
-                             uint64_t *id, xerr *err) {
-    return store_upload_begin_owned(s, 0, name, len, size, chunk_size, id, err);
-}
+/* ---- beginning an upload ---- */
 
-xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, size_t len, uint64_t size,
-                                   uint32_t chunk_size, uint64_t *id, xerr *err) {
+/* A new upload's size and chunk size against the limits; its chunk count into *nchunks. */
+static xerr_code check_begin(const store *s, uint64_t size, uint32_t chunk_size, uint64_t *nchunks, xerr *err) {
     if (size > s->cfg.max_file_size)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "size %llu exceeds limit %llu", (unsigned long long)size,
                         (unsigned long long)s->cfg.max_file_size);
@@ -288,12 +284,22 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
     if (chunk_size < s->cfg.min_chunk && chunk_size < size)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk size %u is below the minimum %u for size %llu (--min-chunk)",
                         chunk_size, s->cfg.min_chunk, (unsigned long long)size);
-    uint64_t nchunks = size / chunk_size + (size % chunk_size ? 1 : 0);
-    if (nchunks > STORE_MAX_CHUNKS)
+    *nchunks = size / chunk_size + (size % chunk_size ? 1 : 0);
+    if (*nchunks > STORE_MAX_CHUNKS)
         return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk size %u gives %llu chunks for size %llu, limit %u",
-                        chunk_size, (unsigned long long)nchunks, (unsigned long long)size, STORE_MAX_CHUNKS);
+                        chunk_size, (unsigned long long)*nchunks, (unsigned long long)size, STORE_MAX_CHUNKS);
+    return XERR_OK;
+}
+
+/* A new open upload with its chunk slots, not listed yet (one reference, the caller's). NULL with err when
+ * out of memory. */
+static upload *upload_new(const store *s, uint64_t owner, const char *name, size_t len, uint64_t size,
+                          uint32_t chunk_size, uint64_t nchunks, xerr *err) {
     upload *u = mem_calloc(1, sizeof *u);
-    if (!u) return xerr_set(err, XERR_INTERNAL, "out of memory opening an upload");
+    if (!u) {
+        xerr_set(err, XERR_INTERNAL, "out of memory opening an upload");
+        return NULL;
+    }
     pthread_mutex_init(&u->mu, NULL);
     u->fd = -1;
     u->owner = owner;
@@ -309,188 +315,233 @@ xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, s
     if (s->cfg.kind == STORE_MEM) u->chunks = mem_calloc(u->nchunks ? u->nchunks : 1, sizeof *u->chunks);
     if (!u->state || !u->crcs || (s->cfg.kind == STORE_MEM && !u->chunks)) {
         upload_free(u);
-        return xerr_set(err, XERR_INTERNAL, "out of memory opening an upload of %llu chunks",
-                        (unsigned long long)nchunks);
+        xerr_set(err, XERR_INTERNAL, "out of memory opening an upload of %llu chunks", (unsigned long long)nchunks);
+        return NULL;
     }
+    return u;
+}
+
+/* A non-zero id for u: the next one under sequential_ids (tests, the fuzzer), else a random one. */
+static xerr_code upload_assign_id(store *s, upload *u, xerr *err) {
     if (s->cfg.sequential_ids) {
         pthread_mutex_lock(&s->mu);
         u->id = ++s->next_id;
         pthread_mutex_unlock(&s->mu);
     }
-    while (u->id == 0) {
-        if (getrandom(&u->id, sizeof u->id, 0) != sizeof u->id) {
-            upload_free(u);
+    while (u->id == 0)
+        if (getrandom(&u->id, sizeof u->id, 0) != sizeof u->id)
             return xerr_set(err, XERR_INTERNAL, "getrandom failed: %s", strerror(errno));
-        }
+    return XERR_OK;
+}
+
+/* disk: u's staging file, tmp/<id>.part, sized to the upload. Errors name no server path (PROTOCOL.md
+ * "Errors"); out of descriptors is load, not a server fault. */
+static xerr_code upload_stage(store *s, upload *u, xerr *err) {
+    snprintf(u->tmp_name, sizeof u->tmp_name, "%016llx.part", (unsigned long long)u->id);
+    u->tmp_dir = s->tmp_fd;
+    u->fd = openat(s->tmp_fd, u->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (u->fd < 0) {
+        int no = errno;
+        u->tmp_name[0] = '\0';
+        return xerr_set(err, no == EMFILE || no == ENFILE ? XERR_RESOURCE_EXHAUSTED : XERR_INTERNAL,
+                        "creating a staging file: %s", strerror(no));
     }
-    if (s->cfg.kind == STORE_DISK) { /* errors name no server path (PROTOCOL.md "Errors") */
-        snprintf(u->tmp_name, sizeof u->tmp_name, "%016llx.part", (unsigned long long)u->id);
-        u->tmp_dir = s->tmp_fd;
-        u->fd = openat(s->tmp_fd, u->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (u->fd < 0) { /* out of descriptors is load, not a server fault (PROTOCOL.md "Errors") */
-            int no = errno;
-            xerr_code code = no == EMFILE || no == ENFILE ? XERR_RESOURCE_EXHAUSTED : XERR_INTERNAL;
-            xerr_set(err, code, "creating a staging file: %s", strerror(no));
-            u->tmp_name[0] = '\0';
-            upload_free(u);
-            return code;
-        }
-        if (size && ftruncate(u->fd, (off_t)size) != 0) {
-            xerr_set(err, XERR_INTERNAL, "sizing a staging file: %s", strerror(errno));
-            upload_free(u);
-            return XERR_INTERNAL;
-        }
-    }
-    u->last_ms = store_now_ms();
+    if (u->size && ftruncate(u->fd, (off_t)u->size) != 0)
+        return xerr_set(err, XERR_INTERNAL, "sizing a staging file: %s", strerror(errno));
+    return XERR_OK;
+}
+
+/* Lists u, within the server-wide, per-connection and staged-bytes limits. */
+static xerr_code upload_register(store *s, upload *u, xerr *err) {
     pthread_mutex_lock(&s->mu);
-    if (check_room(s, owner, size, err) != XERR_OK) {
-        pthread_mutex_unlock(&s->mu);
-        upload_free(u);
-        return err->code;
-    }
-    if (upload_list(s, u) != 0) {
-        pthread_mutex_unlock(&s->mu);
-        upload_free(u);
-        return xerr_set(err, XERR_INTERNAL, "out of memory registering an upload");
-    }
+    xerr_code rc = check_room(s, u->owner, u->size, err);
+    if (rc == XERR_OK && upload_list(s, u) != 0)
+        rc = xerr_set(err, XERR_INTERNAL, "out of memory registering an upload");
     pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+xerr_code store_upload_begin(store *s, const char *name, size_t len, uint64_t size, uint32_t chunk_size,
+                             uint64_t *id, xerr *err) {
+    return store_upload_begin_owned(s, 0, name, len, size, chunk_size, id, err);
+}
+
+xerr_code store_upload_begin_owned(store *s, uint64_t owner, const char *name, size_t len, uint64_t size,
+                                   uint32_t chunk_size, uint64_t *id, xerr *err) {
+    uint64_t nchunks = 0;
+    xerr_code rc = check_begin(s, size, chunk_size, &nchunks, err);
+    if (rc != XERR_OK) return rc;
+    upload *u = upload_new(s, owner, name, len, size, chunk_size, nchunks, err);
+    if (!u) return XERR_INTERNAL;
+    rc = upload_assign_id(s, u, err);
+    if (rc == XERR_OK && s->cfg.kind == STORE_DISK) rc = upload_stage(s, u, err);
+    if (rc == XERR_OK) {
+        u->last_ms = monotime_ms();
+        rc = upload_register(s, u, err);
+    }
+    if (rc != XERR_OK) {
+        upload_free(u);
+        return rc;
+    }
     *id = u->id;
     return XERR_OK;
 }
 
-xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, const uint8_t *data, size_t len, blk *owner,
-                             uint64_t *received, xerr *err) {
-    upload *u = upload_get(s, id, err);
-    if (!u) return XERR_NOT_FOUND;
-    xerr_code rc = XERR_OK;
-    blk_span keep = {0};
-    if (offset % u->chunk_size != 0) {
-        rc = xerr_set(err, XERR_INVALID_ARGUMENT, "chunk offset %llu is not a multiple of chunk size %u",
-                      (unsigned long long)offset, u->chunk_size);
-        goto out;
-    }
-    if (offset >= u->size || len > u->size - offset) {
-        rc = xerr_set(err, XERR_OUT_OF_RANGE, "chunk at offset %llu of length %zu ends past the declared size %llu",
-                      (unsigned long long)offset, len, (unsigned long long)u->size);
-        goto out;
-    }
-    size_t i = (size_t)(offset / u->chunk_size);
+/* ---- chunks ---- */
+
+/* A chunk's offset and length against u's layout; its slot into *slot. */
+static xerr_code check_chunk(const upload *u, uint64_t offset, size_t len, size_t *slot, xerr *err) {
+    if (offset % u->chunk_size != 0)
+        return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk offset %llu is not a multiple of chunk size %u",
+                        (unsigned long long)offset, u->chunk_size);
+    if (offset >= u->size || len > u->size - offset)
+        return xerr_set(err, XERR_OUT_OF_RANGE, "chunk at offset %llu of length %zu ends past the declared size %llu",
+                        (unsigned long long)offset, len, (unsigned long long)u->size);
     uint64_t want = u->size - offset < u->chunk_size ? u->size - offset : u->chunk_size;
-    if (len != want) {
-        rc = xerr_set(err, XERR_INVALID_ARGUMENT, "chunk at offset %llu has length %zu, want %llu",
-                      (unsigned long long)offset, len, (unsigned long long)want);
-        goto out;
-    }
-    uint32_t crc = libdeflate_crc32(0, data, len); /* zlib's CRC-32, several times faster (profile: 23% of uploads) */
-    if (u->chunks) { /* mem: hold the bytes where they arrived; copy only a chunk too small to pin its block */
-        if (blk_worth_keeping(owner, len)) {
-            keep = (blk_span){data, len, blk_ref(owner)};
-        } else if ((keep.ref = blk_new(len)) != NULL) {
-            memcpy(keep.ref->data, data, len);
-            keep.p = keep.ref->data;
-            keep.len = len;
-        } else {
-            rc = xerr_set(err, XERR_INTERNAL, "out of memory storing chunk at offset %llu", (unsigned long long)offset);
-            goto out;
-        }
-    }
+    if (len != want)
+        return xerr_set(err, XERR_INVALID_ARGUMENT, "chunk at offset %llu has length %zu, want %llu",
+                        (unsigned long long)offset, len, (unsigned long long)want);
+    *slot = (size_t)(offset / u->chunk_size);
+    return XERR_OK;
+}
 
+/* mem: the chunk's bytes held where they arrived, by a reference to their block, or copied when too small to
+ * pin it. */
+static xerr_code chunk_hold(const uint8_t *data, size_t len, blk *owner, uint64_t offset, blk_span *keep,
+                            xerr *err) {
+    if (blk_worth_keeping(owner, len)) {
+        *keep = (blk_span){data, len, blk_ref(owner)};
+        return XERR_OK;
+    }
+    if ((keep->ref = blk_new(len)) == NULL)
+        return xerr_set(err, XERR_INTERNAL, "out of memory storing chunk at offset %llu", (unsigned long long)offset);
+    memcpy(keep->ref->data, data, len);
+    keep->p = keep->ref->data;
+    keep->len = len;
+    return XERR_OK;
+}
+
+/* Whether slot i can take its chunk: the upload still open and the slot empty. u->mu held. */
+static xerr_code check_slot_locked(const upload *u, uint64_t id, size_t i, uint64_t offset, xerr *err) {
+    if (!u->open) return xerr_set(err, XERR_NOT_FOUND, "no open upload with id %llu", (unsigned long long)id);
+    if (u->state[i] != SLOT_EMPTY)
+        return xerr_set(err, XERR_FAILED_PRECONDITION, "chunk at offset %llu already received",
+                        (unsigned long long)offset);
+    return XERR_OK;
+}
+
+/* Slot i holds its chunk now (len bytes of CRC-32 crc). u->mu held. */
+static void slot_done_locked(upload *u, size_t i, size_t len, uint32_t crc, uint64_t *received) {
+    u->crcs[i] = crc;
+    u->state[i] = SLOT_DONE;
+    u->received += len;
+    *received = u->received;
+}
+
+/* mem: keeps the span in slot i (*keep passes to the slot). */
+static xerr_code chunk_put_mem(upload *u, uint64_t id, size_t i, uint64_t offset, blk_span *keep, uint32_t crc,
+                               uint64_t *received, xerr *err) {
     pthread_mutex_lock(&u->mu);
-    if (!u->open) {
-        pthread_mutex_unlock(&u->mu);
-        rc = xerr_set(err, XERR_NOT_FOUND, "no open upload with id %llu", (unsigned long long)id);
-        goto out;
+    xerr_code rc = check_slot_locked(u, id, i, offset, err);
+    if (rc == XERR_OK) {
+        u->chunks[i] = *keep;
+        keep->ref = NULL;
+        slot_done_locked(u, i, keep->len, crc, received);
     }
-    if (u->state[i] != SLOT_EMPTY) {
-        pthread_mutex_unlock(&u->mu);
-        rc = xerr_set(err, XERR_FAILED_PRECONDITION, "chunk at offset %llu already received",
-                      (unsigned long long)offset);
-        goto out;
-    }
-    if (u->chunks) { /* mem: keep the span */
-        u->chunks[i] = keep;
-        keep.ref = NULL;
-        u->crcs[i] = crc;
-        u->state[i] = SLOT_DONE;
-        u->received += len;
-        *received = u->received;
-        pthread_mutex_unlock(&u->mu);
-        goto out;
-    }
-    u->state[i] = SLOT_WRITING;
     pthread_mutex_unlock(&u->mu);
+    return rc;
+}
 
+/* Writes len bytes at offset; 0, or the errno of the failure (EIO when nothing could be written). */
+static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t offset) {
     size_t done = 0;
-    int werr = 0;
     while (done < len) {
-        ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(offset + done));
+        ssize_t n = pwrite(fd, data + done, len - done, (off_t)(offset + done));
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { werr = n < 0 ? errno : EIO; break; }
+        if (n <= 0) return n < 0 ? errno : EIO;
         done += (size_t)n;
     }
+    return 0;
+}
+
+/* disk: writes the chunk into the staging file, its slot marked as being written meanwhile (outside the lock,
+ * so chunks of one upload are written concurrently). */
+static xerr_code chunk_put_disk(upload *u, uint64_t id, size_t i, uint64_t offset, const uint8_t *data, size_t len,
+                                uint32_t crc, uint64_t *received, xerr *err) {
+    pthread_mutex_lock(&u->mu);
+    xerr_code rc = check_slot_locked(u, id, i, offset, err);
+    if (rc == XERR_OK) u->state[i] = SLOT_WRITING;
+    pthread_mutex_unlock(&u->mu);
+    if (rc != XERR_OK) return rc;
+    int werr = pwrite_all(u->fd, data, len, offset);
     pthread_mutex_lock(&u->mu);
     if (werr) {
         u->state[i] = SLOT_EMPTY;
         rc = xerr_set(err, XERR_INTERNAL, "writing chunk at offset %llu: %s", (unsigned long long)offset,
                       strerror(werr));
     } else {
-        u->state[i] = SLOT_DONE;
-        u->crcs[i] = crc;
-        u->received += len;
-        *received = u->received;
+        slot_done_locked(u, i, len, crc, received);
     }
     pthread_mutex_unlock(&u->mu);
-out:
+    return rc;
+}
+
+xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, const uint8_t *data, size_t len, blk *owner,
+                             uint64_t *received, xerr *err) {
+    upload *u = upload_get(s, id, err);
+    if (!u) return XERR_NOT_FOUND;
+    blk_span keep = {0};
+    size_t i = 0;
+    uint32_t crc = 0;
+    bool in_memory = s->cfg.kind == STORE_MEM;
+    xerr_code rc = check_chunk(u, offset, len, &i, err);
+    if (rc == XERR_OK) {
+        crc = libdeflate_crc32(0, data, len); /* zlib's CRC-32, several times faster (profile: 23% of uploads) */
+        if (in_memory) rc = chunk_hold(data, len, owner, offset, &keep, err);
+    }
+    if (rc == XERR_OK)
+        rc = in_memory ? chunk_put_mem(u, id, i, offset, &keep, crc, received, err)
+                       : chunk_put_disk(u, id, i, offset, data, len, crc, received, err);
     blk_unref(keep.ref); /* not kept: refused, or a duplicate */
     upload_unref(s, u);
     return rc;
 }
 
-/* Closes u after a failed commit or an abort: removes it from the table. Call with u->mu held. */
-static void upload_close_locked(store *s, upload *u) {
-    u->open = false;
-    upload_remove(s, u);
-}
+/* ---- commit ---- */
 
-xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *size, uint32_t *crc_out, xerr *err) {
-    upload *u = upload_get(s, id, err);
-    if (!u) return XERR_NOT_FOUND;
-    xerr_code rc = XERR_OK;
-    pthread_mutex_lock(&u->mu);
-    if (!u->open) {
-        pthread_mutex_unlock(&u->mu);
-        rc = xerr_set(err, XERR_NOT_FOUND, "no open upload with id %llu", (unsigned long long)id);
-        goto out;
-    }
-    if (u->received != u->size) {
-        rc = xerr_set(err, XERR_FAILED_PRECONDITION, "upload incomplete: received %llu of %llu bytes",
-                      (unsigned long long)u->received, (unsigned long long)u->size);
-        upload_close_locked(s, u);
-        pthread_mutex_unlock(&u->mu);
-        goto out;
-    }
+/* The CRC-32 of u's whole content, combined from its chunks' in order. */
+static uint32_t upload_crc(const upload *u) {
     uLong c = crc32(0L, Z_NULL, 0);
     for (size_t i = 0; i < u->nchunks; i++) {
         uint64_t clen = (uint64_t)(i + 1) * u->chunk_size > u->size ? u->size - (uint64_t)i * u->chunk_size
                                                                   : u->chunk_size;
         c = crc32_combine(c, u->crcs[i], (z_off_t)clen);
     }
-    if ((uint32_t)c != crc) {
-        rc = xerr_set(err, XERR_DATA_LOSS, "crc32 mismatch: client 0x%08x, server 0x%08x", crc, (uint32_t)c);
-        upload_close_locked(s, u);
-        pthread_mutex_unlock(&u->mu);
-        goto out;
+    return (uint32_t)c;
+}
+
+/* Whether u can be committed under the client's crc: open, complete, and its CRC-32 (into *combined) equal
+ * to crc. A commit refused for its content closes the upload. u->mu held. */
+static xerr_code check_commit_locked(store *s, upload *u, uint64_t id, uint32_t crc, uint32_t *combined, xerr *err) {
+    if (!u->open) return xerr_set(err, XERR_NOT_FOUND, "no open upload with id %llu", (unsigned long long)id);
+    xerr_code rc = XERR_OK;
+    if (u->received != u->size) {
+        rc = xerr_set(err, XERR_FAILED_PRECONDITION, "upload incomplete: received %llu of %llu bytes",
+                      (unsigned long long)u->received, (unsigned long long)u->size);
+    } else if ((*combined = upload_crc(u)) != crc) {
+        rc = xerr_set(err, XERR_DATA_LOSS, "crc32 mismatch: client 0x%08x, server 0x%08x", crc, *combined);
     }
+    if (rc != XERR_OK) upload_close_locked(s, u);
+    return rc;
+}
+
+/* The committed file u becomes (mem: its chunks move over). NULL when out of memory. u->mu held. */
+static store_file *file_of_upload(const store *s, upload *u, uint32_t crc) {
     store_file *f = mem_calloc(1, sizeof *f);
-    if (!f) {
-        rc = xerr_set(err, XERR_INTERNAL, "out of memory committing upload %llu", (unsigned long long)id);
-        upload_close_locked(s, u);
-        pthread_mutex_unlock(&u->mu);
-        goto out;
-    }
+    if (!f) return NULL;
     atomic_init(&f->refs, 1);
     f->size = u->size;
-    f->crc = (uint32_t)c;
+    f->crc = crc;
     f->fd = -1;
     if (s->cfg.kind == STORE_MEM) {
         f->chunk_size = u->chunk_size;
@@ -499,9 +550,13 @@ xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *siz
         u->chunks = NULL;
         u->nchunks = 0;
     }
-    u->open = false;
-    /* publish: one step under the store lock, the disk rename included, so store_file_get never finds the
-     * new inode under the old index entry; the later commit wins whole */
+    return f;
+}
+
+/* Publishes f under u's name and takes u out of the table: one step under the store lock, the disk rename
+ * included, so store_file_get never finds the new inode under the old index entry; the later commit wins
+ * whole. On failure f is freed. u->mu held. */
+static xerr_code publish_locked(store *s, upload *u, store_file *f, xerr *err) {
     int rename_errno = 0;
     struct stat st;
     pthread_mutex_lock(&s->mu);
@@ -516,30 +571,42 @@ xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *siz
     }
     void *old = NULL;
     int put = rename_errno ? 0 : htab_put(&s->files, u->name, u->name_len, f, &old);
-    upload *t = htab_get(&s->uploads, &u->id, sizeof u->id);
-    if (t == u) {
-        htab_del(&s->uploads, &u->id, sizeof u->id);
-        account_release(s, u);
-        u->refs--;
-    }
+    upload_unlist_locked(s, u);
     pthread_mutex_unlock(&s->mu);
-    pthread_mutex_unlock(&u->mu);
     if (rename_errno) { /* the name, never a server path (PROTOCOL.md "Errors") */
         char q[NAME_MAX_BYTES * 4 + 8];
         xerr_quote(q, sizeof q, u->name, u->name_len);
         mem_free(f);
-        rc = xerr_set(err, XERR_INTERNAL, "committing %s: %s", q, strerror(rename_errno));
-        goto out;
+        return xerr_set(err, XERR_INTERNAL, "committing %s: %s", q, strerror(rename_errno));
     }
     if (put != 0) {
         file_free(f);
-        rc = xerr_set(err, XERR_INTERNAL, "out of memory publishing %s", u->name);
-        goto out;
+        return xerr_set(err, XERR_INTERNAL, "out of memory publishing %s", u->name);
     }
     store_file_release(old);
-    *size = u->size;
-    *crc_out = (uint32_t)c;
-out:
+    return XERR_OK;
+}
+
+xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *size, uint32_t *crc_out, xerr *err) {
+    upload *u = upload_get(s, id, err);
+    if (!u) return XERR_NOT_FOUND;
+    uint32_t combined = 0;
+    store_file *f = NULL;
+    pthread_mutex_lock(&u->mu);
+    xerr_code rc = check_commit_locked(s, u, id, crc, &combined, err);
+    if (rc == XERR_OK && !(f = file_of_upload(s, u, combined))) {
+        rc = xerr_set(err, XERR_INTERNAL, "out of memory committing upload %llu", (unsigned long long)id);
+        upload_close_locked(s, u);
+    }
+    if (rc == XERR_OK) {
+        u->open = false;
+        rc = publish_locked(s, u, f, err);
+    }
+    pthread_mutex_unlock(&u->mu);
+    if (rc == XERR_OK) {
+        *size = u->size;
+        *crc_out = combined;
+    }
     upload_unref(s, u);
     return rc;
 }

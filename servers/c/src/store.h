@@ -79,12 +79,9 @@ xerr_code store_upload_chunk(store *s, uint64_t id, uint64_t offset, const uint8
 xerr_code store_upload_commit(store *s, uint64_t id, uint32_t crc, uint64_t *size, uint32_t *crc_out, xerr *err);
 xerr_code store_upload_abort(store *s, uint64_t id, xerr *err);
 
-/* Aborts uploads with no call for upload_idle_timeout_ms; returns how many. now_ms: monotonic. */
+/* Aborts uploads with no call for upload_idle_timeout_ms; returns how many. now_ms: monotime_ms(). */
 size_t store_expire(store *s, uint64_t now_ms);
 size_t store_open_uploads(store *s);
 size_t store_file_count(store *s);
-
-/* Monotonic milliseconds (the clock store_expire compares with). */
-uint64_t store_now_ms(void);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "allocstat.h"
-#include "gen.h"
+#include "gencrc.h"
 #include "mem.h"
 #include "pool.h"
 #include "check.h"

@@ -10,6 +10,7 @@
 #include "mem.h"
 #include "pbwire.h"
 #include "reqhdr.h"
+#include "varint.h"
 #include "check.h"
 #include "vectors.h"
 #include "xfer/v1/file_transfer.pb-c.h"
@@ -59,11 +60,8 @@ static void quote_vector(const vec_line *l, void *ctx) {
 
 /* A body of one varint field. */
 static size_t varint_body(uint8_t *b, unsigned field, uint64_t v) {
-    size_t n = 0;
-    b[n++] = (uint8_t)(field << 3);
-    while (v >= 0x80) { b[n++] = (uint8_t)(v | 0x80); v >>= 7; }
-    b[n++] = (uint8_t)v;
-    return n;
+    b[0] = (uint8_t)(field << 3);
+    return (size_t)(varint_put(b + 1, v) - b);
 }
 
 static void test_body_check(void) {

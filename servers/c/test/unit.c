@@ -17,8 +17,10 @@
 #include "frame.h"
 #include "gen.h"
 #include "gencache.h"
+#include "gencrc.h"
 #include "handlers.h"
 #include "mem.h"
+#include "monotime.h"
 #include "names.h"
 #include "pbwire.h"
 #include "pool.h"
@@ -40,74 +42,85 @@ static const char *vdir;
 
 static int n_req, n_resp, n_parse;
 
+/* "request seq method body frame": the encoder writes frame, which parses as one frame of those fields. */
+static void request_vector(const vec_line *l) {
+    n_req++;
+    uint64_t seq = strtoull(l->field[1], NULL, 10);
+    const char *method = l->field[2];
+    size_t blen, flen;
+    uint8_t *body = vec_hex(l->field[3], &blen), *want = vec_hex(l->field[4], &flen);
+    size_t n = frame_request_size(method, seq, blen);
+    uint8_t *got = malloc(n);
+    size_t w = frame_encode_request(got, method, seq, body, blen);
+    CHECK(w == flen && memcmp(got, want, flen) == 0, "line %d: request encoding differs", l->line);
+    size_t total;
+    xerr e;
+    CHECK(frame_parse(want, flen, FRAME_DEFAULT_MAX, &total, &e) == FRAME_OK && total == flen,
+          "line %d: request does not parse as one frame", l->line);
+    frame_parts p;
+    frame_split(want, flen, &p);
+    Xfer__V1__RequestHeader *h = xfer__v1__request_header__unpack(NULL, p.header_len, p.header);
+    CHECK(h && strcmp(h->method, method) == 0 && h->seq == seq, "line %d: header fields", l->line);
+    CHECK(p.body_len == blen && memcmp(p.body, body, blen) == 0, "line %d: body", l->line);
+    if (h) xfer__v1__request_header__free_unpacked(h, NULL);
+    free(got); free(body); free(want);
+}
+
+/* "response seq method error body frame": both encoders (protobuf-c's prefix, the server's error frame)
+ * write frame, whose header holds those fields. */
+static void response_vector(const vec_line *l) {
+    n_resp++;
+    uint64_t seq = strtoull(l->field[1], NULL, 10);
+    const char *method = l->field[2], *error = l->field[3];
+    size_t blen, flen;
+    uint8_t *body = vec_hex(l->field[4], &blen), *want = vec_hex(l->field[5], &flen);
+    size_t pl = frame_response_prefix_size(method, seq, error);
+    uint8_t *got = malloc(pl + blen + 1);
+    size_t w = frame_encode_response_prefix(got, method, seq, error, blen);
+    memcpy(got + w, body, blen);
+    CHECK(w == pl && w + blen == flen && memcmp(got, want, flen) == 0, "line %d: response encoding differs",
+          l->line);
+    if (blen == 0 && error[0]) {
+        size_t el;
+        uint8_t *ef = encode_error_frame(method, seq, error, &el);
+        CHECK(ef && el == flen && memcmp(ef, want, flen) == 0, "line %d: error frame differs", l->line);
+        mem_free(ef);
+    }
+    frame_parts p;
+    frame_split(want, flen, &p);
+    Xfer__V1__ResponseHeader *h = xfer__v1__response_header__unpack(NULL, p.header_len, p.header);
+    CHECK(h && strcmp(h->method, method) == 0 && h->seq == seq && strcmp(h->error, error) == 0,
+          "line %d: response header fields", l->line);
+    if (h) xfer__v1__response_header__free_unpacked(h, NULL);
+    free(got); free(body); free(want);
+}
+
+/* "parse max outcome bytes": the parser's answer (need_more, frame:N, error:code and its message). */
+static void parse_vector(const vec_line *l) {
+    n_parse++;
+    uint32_t max = (uint32_t)strtoul(l->field[1], NULL, 10);
+    const char *outcome = l->field[2];
+    size_t len;
+    uint8_t *in = vec_hex(l->field[3], &len);
+    size_t total;
+    xerr e = {0};
+    frame_status st = frame_parse(in, len, max, &total, &e);
+    char got[64];
+    if (st == FRAME_NEED_MORE) snprintf(got, sizeof got, "need_more");
+    else if (st == FRAME_OK) snprintf(got, sizeof got, "frame:%zu", total);
+    else snprintf(got, sizeof got, "error:%s", xerr_name(e.code));
+    CHECK(strcmp(got, outcome) == 0, "line %d: parse gave %s, want %s", l->line, got, outcome);
+    if (st == FRAME_ERROR) CHECK(strncmp(e.msg, outcome + 6, strlen(outcome + 6)) == 0, "msg %s", e.msg);
+    free(in);
+}
+
 static void frame_vector(const vec_line *l, void *ctx) {
     (void)ctx;
     const char *kind = l->field[0];
-    if (strcmp(kind, "request") == 0) {
-        n_req++;
-        uint64_t seq = strtoull(l->field[1], NULL, 10);
-        const char *method = l->field[2];
-        size_t blen, flen;
-        uint8_t *body = vec_hex(l->field[3], &blen), *want = vec_hex(l->field[4], &flen);
-        size_t n = frame_request_size(method, seq, blen);
-        uint8_t *got = malloc(n);
-        size_t w = frame_encode_request(got, method, seq, body, blen);
-        CHECK(w == flen && memcmp(got, want, flen) == 0, "line %d: request encoding differs", l->line);
-        size_t total;
-        xerr e;
-        CHECK(frame_parse(want, flen, FRAME_DEFAULT_MAX, &total, &e) == FRAME_OK && total == flen,
-              "line %d: request does not parse as one frame", l->line);
-        frame_parts p;
-        frame_split(want, flen, &p);
-        Xfer__V1__RequestHeader *h = xfer__v1__request_header__unpack(NULL, p.header_len, p.header);
-        CHECK(h && strcmp(h->method, method) == 0 && h->seq == seq, "line %d: header fields", l->line);
-        CHECK(p.body_len == blen && memcmp(p.body, body, blen) == 0, "line %d: body", l->line);
-        if (h) xfer__v1__request_header__free_unpacked(h, NULL);
-        free(got); free(body); free(want);
-    } else if (strcmp(kind, "response") == 0) {
-        n_resp++;
-        uint64_t seq = strtoull(l->field[1], NULL, 10);
-        const char *method = l->field[2], *error = l->field[3];
-        size_t blen, flen;
-        uint8_t *body = vec_hex(l->field[4], &blen), *want = vec_hex(l->field[5], &flen);
-        size_t pl = frame_response_prefix_size(method, seq, error);
-        uint8_t *got = malloc(pl + blen + 1);
-        size_t w = frame_encode_response_prefix(got, method, seq, error, blen);
-        memcpy(got + w, body, blen);
-        CHECK(w == pl && w + blen == flen && memcmp(got, want, flen) == 0, "line %d: response encoding differs",
-              l->line);
-        if (blen == 0 && error[0]) {
-            size_t el;
-            uint8_t *ef = encode_error_frame(method, seq, error, &el);
-            CHECK(ef && el == flen && memcmp(ef, want, flen) == 0, "line %d: error frame differs", l->line);
-            mem_free(ef);
-        }
-        frame_parts p;
-        frame_split(want, flen, &p);
-        Xfer__V1__ResponseHeader *h = xfer__v1__response_header__unpack(NULL, p.header_len, p.header);
-        CHECK(h && strcmp(h->method, method) == 0 && h->seq == seq && strcmp(h->error, error) == 0,
-              "line %d: response header fields", l->line);
-        if (h) xfer__v1__response_header__free_unpacked(h, NULL);
-        free(got); free(body); free(want);
-    } else if (strcmp(kind, "parse") == 0) {
-        n_parse++;
-        uint32_t max = (uint32_t)strtoul(l->field[1], NULL, 10);
-        const char *outcome = l->field[2];
-        size_t len;
-        uint8_t *in = vec_hex(l->field[3], &len);
-        size_t total;
-        xerr e = {0};
-        frame_status st = frame_parse(in, len, max, &total, &e);
-        char got[64];
-        if (st == FRAME_NEED_MORE) snprintf(got, sizeof got, "need_more");
-        else if (st == FRAME_OK) snprintf(got, sizeof got, "frame:%zu", total);
-        else snprintf(got, sizeof got, "error:%s", xerr_name(e.code));
-        CHECK(strcmp(got, outcome) == 0, "line %d: parse gave %s, want %s", l->line, got, outcome);
-        if (st == FRAME_ERROR) CHECK(strncmp(e.msg, outcome + 6, strlen(outcome + 6)) == 0, "msg %s", e.msg);
-        free(in);
-    } else {
-        CHECK(0, "line %d: unknown vector kind %s", l->line, kind);
-    }
+    if (strcmp(kind, "request") == 0) request_vector(l);
+    else if (strcmp(kind, "response") == 0) response_vector(l);
+    else if (strcmp(kind, "parse") == 0) parse_vector(l);
+    else CHECK(0, "line %d: unknown vector kind %s", l->line, kind);
 }
 
 /* ---------- bodies.vectors ---------- */
@@ -392,14 +405,9 @@ static store *open_test_store(store_config *cfg, char *dir) {
     return s;
 }
 
-static void test_store_kind(store_kind kind) {
-    char dir[] = "/tmp/xferd-c-unit-XXXXXX";
-    store_config cfg = {.kind = kind, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 3,
-                        .upload_idle_timeout_ms = 50};
-    store *s = open_test_store(&cfg, dir);
-    if (!s) return;
-    uint8_t data[16384]; /* 10000 bytes of file, the rest for chunks that reach past it */
-    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7 + 3);
+/* Uploads "f": 10000 bytes of data in 4096-byte chunks out of order, with every chunk error on the way; its
+ * commit, then reads. Returns a reference to the committed file (NULL when the checks failed). */
+static store_file *store_upload_f(store *s, const uint8_t *data) {
     uint32_t want_crc = (uint32_t)crc32(0, data, 10000);
     uint64_t id, rcv = 0;
     xerr e;
@@ -430,21 +438,34 @@ static void test_store_kind(store_kind kind) {
         CHECK(store_file_read(f, 0, back, 10000, &e) == XERR_OK && memcmp(back, data, 10000) == 0, "read all");
         CHECK(store_file_read(f, 4000, back, 5000, &e) == XERR_OK && memcmp(back, data + 4000, 5000) == 0, "read mid");
     }
-    /* replacement: the later commit wins whole; an old reference still reads the old version */
+    return f;
+}
+
+/* Replacement: the later commit wins whole; old, a reference to the earlier version, still reads it. */
+static void store_replace_f(store *s, store_file *old, const uint8_t *data) {
+    uint64_t id, rcv = 0, size;
+    uint32_t crc;
+    xerr e;
     CHECK(store_upload_begin(s, "f", 1, 3, 4096, &id, &e) == XERR_OK, "begin 2");
     CHECK(put_chunk(s, id, (const uint8_t *)"xyz", 0, 3, &rcv, &e) == XERR_OK, "chunk 2");
     CHECK(store_upload_commit(s, id, (uint32_t)crc32(0, (const Bytef *)"xyz", 3), &size, &crc, &e) == XERR_OK,
           "commit 2: %s", e.msg);
-    if (f) {
+    if (old) {
         uint8_t back[16];
-        CHECK(store_file_size(f) == 10000 && store_file_read(f, 0, back, 16, &e) == XERR_OK &&
+        CHECK(store_file_size(old) == 10000 && store_file_read(old, 0, back, 16, &e) == XERR_OK &&
                   memcmp(back, data, 16) == 0, "old reference keeps old content");
-        store_file_release(f);
+        store_file_release(old);
     }
-    f = store_file_get(s, "f", 1, &e);
+    store_file *f = store_file_get(s, "f", 1, &e);
     CHECK(f && store_file_size(f) == 3, "new version visible");
     store_file_release(f);
-    /* incomplete commit aborts */
+}
+
+/* An incomplete commit and a CRC-32 mismatch abort their uploads; an empty file commits. */
+static void store_refused_commits(store *s, const uint8_t *data) {
+    uint64_t id, rcv = 0, size;
+    uint32_t crc;
+    xerr e;
     CHECK(store_upload_begin(s, "g", 1, 5000, 4096, &id, &e) == XERR_OK, "begin g");
     CHECK(put_chunk(s, id, data, 0, 4096, &rcv, &e) == XERR_OK, "chunk g");
     CHECK(store_upload_commit(s, id, 0, &size, &crc, &e) == XERR_FAILED_PRECONDITION &&
@@ -460,7 +481,12 @@ static void test_store_kind(store_kind kind) {
     /* empty file */
     CHECK(store_upload_begin(s, "empty", 5, 0, 1, &id, &e) == XERR_OK, "begin empty");
     CHECK(store_upload_commit(s, id, 0, &size, &crc, &e) == XERR_OK && size == 0, "commit empty: %s", e.msg);
-    /* limits */
+}
+
+/* The size and chunk limits, --max-uploads (3 in this store), abort and idle expiry (50 ms). */
+static void store_limits_and_expiry(store *s, const uint8_t *data) {
+    uint64_t id, rcv = 0;
+    xerr e;
     CHECK(store_upload_begin(s, "x", 1, (1 << 20) + 1, 4096, &id, &e) == XERR_INVALID_ARGUMENT, "size limit");
     CHECK(store_upload_begin(s, "x", 1, 10, 0, &id, &e) == XERR_INVALID_ARGUMENT, "chunk size 0");
     CHECK(store_upload_begin(s, "x", 1, 10, 4097, &id, &e) == XERR_INVALID_ARGUMENT, "chunk size limit");
@@ -472,26 +498,43 @@ static void test_store_kind(store_kind kind) {
     CHECK(put_chunk(s, ids[1], data, 0, 5, &rcv, &e) == XERR_OK, "partial upload kept in the store");
     CHECK(store_open_uploads(s) == 2, "2 open");
     usleep(80 * 1000);
-    CHECK(store_expire(s, store_now_ms()) == 2 && store_open_uploads(s) == 0, "idle expiry");
+    CHECK(store_expire(s, monotime_ms()) == 2 && store_open_uploads(s) == 0, "idle expiry");
     CHECK(store_upload_abort(s, ids[1], &e) == XERR_NOT_FOUND, "expired upload is gone");
-    store_close(s);
-    if (kind == STORE_DISK) {
-        /* reopen: committed files survive, the index is rebuilt, tmp is empty */
-        char err[256];
-        s = store_open(&cfg, err, sizeof err);
-        CHECK(s != NULL, "reopen: %s", err);
-        if (s) {
-            f = store_file_get(s, "f", 1, &e);
-            CHECK(f && store_file_size(f) == 3 && store_file_crc(f) == (uint32_t)crc32(0, (const Bytef *)"xyz", 3),
-                  "reindexed");
-            store_file_release(f);
-            check_read_out_of_fds(s);
-            store_close(s);
-        }
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "ls %s/store/tmp | wc -l | grep -qx 0 && rm -rf %s", dir, dir);
-        CHECK(system(cmd) == 0, "tmp left empty");
+}
+
+/* disk: reopened, committed files survive, the index is rebuilt and tmp/ is empty; then dir goes. */
+static void store_reopen(const store_config *cfg, const char *dir) {
+    char err[256];
+    xerr e;
+    store *s = store_open(cfg, err, sizeof err);
+    CHECK(s != NULL, "reopen: %s", err);
+    if (s) {
+        store_file *f = store_file_get(s, "f", 1, &e);
+        CHECK(f && store_file_size(f) == 3 && store_file_crc(f) == (uint32_t)crc32(0, (const Bytef *)"xyz", 3),
+              "reindexed");
+        store_file_release(f);
+        check_read_out_of_fds(s);
+        store_close(s);
     }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s/store/tmp | wc -l | grep -qx 0 && rm -rf %s", dir, dir);
+    CHECK(system(cmd) == 0, "tmp left empty");
+}
+
+static void test_store_kind(store_kind kind) {
+    char dir[] = "/tmp/xferd-c-unit-XXXXXX";
+    store_config cfg = {.kind = kind, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 3,
+                        .upload_idle_timeout_ms = 50};
+    store *s = open_test_store(&cfg, dir);
+    if (!s) return;
+    uint8_t data[16384]; /* 10000 bytes of file, the rest for chunks that reach past it */
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7 + 3);
+    store_file *f = store_upload_f(s, data);
+    store_replace_f(s, f, data);
+    store_refused_commits(s, data);
+    store_limits_and_expiry(s, data);
+    store_close(s);
+    if (kind == STORE_DISK) store_reopen(&cfg, dir);
 }
 
 /* Per-connection uploads, staged bytes, the minimum chunk: counted at begin, released at commit, abort,
@@ -507,7 +550,7 @@ static void test_store_limits(store_kind kind) {
     xerr e;
     CHECK(store_upload_begin(s, "m", 1, 5000, 512, &id, &e) == XERR_INVALID_ARGUMENT && strstr(e.msg, "1024") &&
               strstr(e.msg, "--min-chunk"), "min chunk: %s", e.msg);
-    uint64_t before = store_now_ms();
+    uint64_t before = monotime_ms();
     usleep(2000);
     CHECK(store_upload_begin(s, "m", 1, 100, 100, &id, &e) == XERR_OK, "one small chunk holds the file: %s", e.msg);
     CHECK(store_expire(s, before) == 0, "an upload touched after the expiry clock was read is not expired");
@@ -530,7 +573,7 @@ static void test_store_limits(store_kind kind) {
     CHECK(store_upload_begin(s, "d", 1, 10000 - 120, 4096, &big, &e) == XERR_OK,
           "released by the failed commit: all but 120 bytes free: %s", e.msg);
     usleep(80 * 1000);
-    CHECK(store_expire(s, store_now_ms()) == 4 && store_open_uploads(s) == 0, "idle expiry");
+    CHECK(store_expire(s, monotime_ms()) == 4 && store_open_uploads(s) == 0, "idle expiry");
     CHECK(store_upload_begin_owned(s, 8, "o", 1, 10, 10, &id, &e) == XERR_OK &&
               store_upload_begin_owned(s, 8, "o", 1, 10, 10, &id, &e) == XERR_OK &&
               store_upload_begin(s, "e", 1, 9980, 4096, &id, &e) == XERR_OK,
@@ -644,25 +687,20 @@ static void meta_vector(const vec_line *l, void *ctx) {
     n_meta++;
 }
 
-static void test_handlers(void) {
-    store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 8,
-                        .upload_idle_timeout_ms = 60000};
-    char err[128];
-    store *s = store_open(&cfg, err, sizeof err);
-    handler_ctx hc = {.st = s, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk};
+/* Echo, an unknown method, a malformed body. */
+static void handlers_echo_and_errors(const handler_ctx *hc) {
     frame_parts p;
-
     Xfer__V1__EchoRequest echo = XFER__V1__ECHO_REQUEST__INIT;
     echo.payload.data = (uint8_t *)"ping";
     echo.payload.len = 4;
-    handler_result r = call(&hc, "Xfer.Echo", 9, &echo.base);
+    handler_result r = call(hc, "Xfer.Echo", 9, &echo.base);
     Xfer__V1__ResponseHeader *h = resp_header(&r, &p);
     CHECK(h && h->seq == 9 && strcmp(h->method, "Xfer.Echo") == 0 && h->error[0] == 0 && r.code == XERR_OK, "echo hdr");
     CHECK(p.body_len == 6 && memcmp(p.body, "\x0a\x04ping", 6) == 0, "echo body");
     xfer__v1__response_header__free_unpacked(h, NULL);
     mem_free(r.frame);
 
-    r = call(&hc, "Xfer.Nope", 3, NULL);
+    r = call(hc, "Xfer.Nope", 3, NULL);
     h = resp_header(&r, &p);
     CHECK(h && strcmp(h->error, "unimplemented: unknown method \"Xfer.Nope\"") == 0 && p.body_len == 0 &&
               r.code == XERR_UNIMPLEMENTED, "unknown method: %s", h ? h->error : "?");
@@ -671,17 +709,21 @@ static void test_handlers(void) {
 
     handler_result bad;
     reqhdr chunk_hdr = {"Xfer.UploadChunk", 16, 4};
-    CHECK(handle_request(&hc, M_UPLOAD_CHUNK, &chunk_hdr, (const uint8_t *)"\xff\xff\xff", 3, NULL, &bad) == 0 &&
+    CHECK(handle_request(hc, M_UPLOAD_CHUNK, &chunk_hdr, (const uint8_t *)"\xff\xff\xff", 3, NULL, &bad) == 0 &&
               bad.code == XERR_INVALID_ARGUMENT, "malformed body");
     check_error(&bad, "invalid_argument: malformed UploadChunkRequest body", "malformed body");
+}
 
-    /* Read of gen content, checked against gen_fill and gen_crc; the manual encoding equals protobuf-c's */
+/* Read of gen content, checked against gen_fill and gen_crc; the manual encoding equals protobuf-c's. Then
+ * offsets at and past the end, and length 0. */
+static void handlers_read_gen(const handler_ctx *hc) {
+    frame_parts p;
     Xfer__V1__ReadRequest rd = XFER__V1__READ_REQUEST__INIT;
     rd.name = "gen:100:42";
     rd.offset = 64;
     rd.length = 100;
-    r = call(&hc, "Xfer.Read", 5, &rd.base);
-    h = resp_header(&r, &p);
+    handler_result r = call(hc, "Xfer.Read", 5, &rd.base);
+    Xfer__V1__ResponseHeader *h = resp_header(&r, &p);
     Xfer__V1__ReadResponse *rr = xfer__v1__read_response__unpack(NULL, p.body_len, p.body);
     uint8_t want[36];
     gen_fill(42, 64, want, 36);
@@ -697,21 +739,31 @@ static void test_handlers(void) {
     mem_free(r.frame);
 
     rd.offset = 101;
-    r = call(&hc, "Xfer.Read", 6, &rd.base);
+    r = call(hc, "Xfer.Read", 6, &rd.base);
     CHECK(r.code == XERR_OUT_OF_RANGE, "read past end");
     mem_free(r.frame);
     rd.offset = 100;
-    r = call(&hc, "Xfer.Read", 6, &rd.base);
+    r = call(hc, "Xfer.Read", 6, &rd.base);
     CHECK(r.code == XERR_OK, "read at end gives empty data");
     mem_free(r.frame);
     rd.length = 0;
-    r = call(&hc, "Xfer.Read", 6, &rd.base);
+    r = call(hc, "Xfer.Read", 6, &rd.base);
     CHECK(r.code == XERR_INVALID_ARGUMENT, "length 0");
     mem_free(r.frame);
+}
+
+static void test_handlers(void) {
+    store_config cfg = {.kind = STORE_MEM, .max_file_size = 1 << 20, .max_chunk = 4096, .max_uploads = 8,
+                        .upload_idle_timeout_ms = 60000};
+    char err[128];
+    store *s = store_open(&cfg, err, sizeof err);
+    handler_ctx hc = {.st = s, .max_file_size = cfg.max_file_size, .max_chunk = cfg.max_chunk};
+    handlers_echo_and_errors(&hc);
+    handlers_read_gen(&hc);
 
     Xfer__V1__StatRequest st = XFER__V1__STAT_REQUEST__INIT;
     st.name = "missing.bin";
-    r = call(&hc, "Xfer.Stat", 7, &st.base);
+    handler_result r = call(&hc, "Xfer.Stat", 7, &st.base);
     check_error(&r, "not_found: file \"missing.bin\" not found", "stat missing");
 
     Xfer__V1__UploadBeginRequest ub = XFER__V1__UPLOAD_BEGIN_REQUEST__INIT;

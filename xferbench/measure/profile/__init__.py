@@ -1,10 +1,11 @@
 """CPU attribution of the server per run (`[experiment] profile = true`, `xferbench run --profile`).
 
-During a run's measured window the server is sampled — xferd-c by perf (perf.py), xferd-go by its own
-pprof endpoint (gopprof.py), a command server (server = "command") by the one its cell chose
-(xferbench/config/command.py's Profiler: pprof at its `pprof` address, else perf) — every sample is put in one
-bucket by its stack (classify.py, one table of rules), and the run's row gets `cpu_profile` = {"samples": N,
-"shares": {bucket: share}}; the folded stacks and a flame graph (flame.py) go to the run folder's profiles/.
+During a run's measured window the server is sampled as its kind's `sampling` says (xferbench/config/servers.py) —
+xferd-c by perf (perf.py), xferd-go by its own pprof endpoint (gopprof.py), a command server (server = "command")
+by the one its cell chose (xferbench/config/command.py: pprof at its `pprof` address, else perf) — every sample
+is put in one bucket by its stack (classify.py, one table of rules), and the run's row gets `cpu_profile` =
+{"samples": N, "shares": {bucket: share}}; the folded stacks and a flame graph (flame.py) go to the run folder's
+profiles/.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from xferbench.config import servers
-from xferbench.config.command import Command
 from xferbench.measure.profile import flame, gopprof, perf
 from xferbench.measure.profile.classify import BUCKETS, Attribution, attribute, format_folded, parse_folded
 from xferbench.measure.profile.errors import ProfileError
 
 __all__ = ["BUCKETS", "Attribution", "ProfileError", "Sampler", "attribute", "cell_graph", "check", "finish",
-           "merge_cells", "start", "start_server"]
+           "merge_cells", "start_server"]
 
 PROFILES_DIR = "profiles"
 FINISH_MARGIN_S = 30.0  # past the window: perf's own ending, a busy machine
@@ -39,67 +39,48 @@ class Started:
     seconds: float
 
 
-def _perf(pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Sampler:
+def _perf(pid: int, how: servers.Profiler, seconds: float, run_dir: Path, stem: str) -> Sampler:
     return PerfSampler(pid, seconds, run_dir / PROFILES_DIR / f"{stem}.perf.data",
-                       run_dir / "logs" / f"{stem}.perf.log")
+                       run_dir / "logs" / f"{stem}.perf.log", unwind=how.unwind or "dwarf")
 
 
-def _pprof(pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Sampler:
-    return gopprof.PprofSampler(f"http://{metrics_addr}/debug/pprof", seconds, run_dir / PROFILES_DIR / f"{stem}.pprof")
+def _pprof(pid: int, how: servers.Profiler, seconds: float, run_dir: Path, stem: str) -> Sampler:
+    assert how.pprof is not None, "a pprof profiler has its address"
+    return gopprof.PprofSampler(how.pprof, seconds, run_dir / PROFILES_DIR / f"{stem}.pprof")
 
 
 @dataclass(frozen=True)
 class Profiler:
     check: Callable[[], object]  # raises ProfileError when this machine cannot sample with it
-    sampler: Callable[[int, str, float, Path, str], Sampler]  # (pid, metrics address, seconds, run dir, stem)
+    # (pid, how the server's kind samples it, its address filled; seconds, run dir, stem)
+    sampler: Callable[[int, servers.Profiler, float, Path, str], Sampler]
 
 
-# The profiler kinds a server's registry entry names (xferbench/config/servers.py), in the order they are checked.
+# The profiler kinds a server's kind names (xferbench/config/servers.py's ServerKind), in the order they are checked.
 PROFILERS: dict[str, Profiler] = {"perf": Profiler(perf.check, _perf), "pprof": Profiler(gopprof.check, _pprof)}
 
 
-def check(names: Iterable[str], commands: Iterable[Command | None] = ()) -> None:
-    """Before a sweep: can every server of the experiment be profiled here? `names` the cells' kinds of
-    server, `commands` the command servers' commands (each names its own profiler). Raises ProfileError."""
-    wanted = {entry.profiler for name in names if (entry := servers.SERVERS.get(name)) and entry.profiler}
-    wanted |= {cmd.profiler.kind for cmd in commands if cmd is not None}
-    for kind, profiler in PROFILERS.items():
-        if kind in wanted:
+def check(kinds: Iterable[servers.ServerKind]) -> None:
+    """Before a sweep: can every server of the experiment (the cells' kinds) be profiled here? Raises
+    ProfileError."""
+    wanted = {kind.profiler_kind for kind in kinds}
+    for name, profiler in PROFILERS.items():
+        if name in wanted:
             profiler.check()
 
 
-def start(server: str, pid: int, metrics_addr: str, seconds: float, run_dir: Path, stem: str) -> Started:
-    """Starts sampling `server` for `seconds` from now."""
-    (run_dir / PROFILES_DIR).mkdir(exist_ok=True)
-    entry = servers.SERVERS.get(server)
-    if entry is None or entry.profiler is None:
-        raise ProfileError(f"profile: no profiler for server {server!r}")
-    return Started(PROFILERS[entry.profiler].sampler(pid, metrics_addr, seconds, run_dir, stem), stem, seconds)
-
-
-def start_server(server: str, command: Command | None, pid: int, addr: Callable[[str], str], seconds: float,
-                 run_dir: Path, stem: str) -> Started:
-    """Starts sampling a running server of kind `server` (a cell's `server` and `command`) for `seconds` from
-    now; `addr` reads an address of its ready line (the runner's Server.addr)."""
-    if command is None:
-        try:
-            metrics_addr = addr(servers.get(server).metrics_key)
-        except KeyError as e:
-            raise ProfileError(f"profile: {e.args[0]}") from None
-        return start(server, pid, metrics_addr, seconds, run_dir, stem)
-    (run_dir / PROFILES_DIR).mkdir(exist_ok=True)
-    how = command.profiler
-    if how.kind == "perf":
-        sampler: Sampler = perf.PerfSampler(pid, seconds, run_dir / PROFILES_DIR / f"{stem}.perf.data",
-                                            run_dir / "logs" / f"{stem}.perf.log", unwind=how.unwind or "dwarf")
-        return Started(sampler, stem, seconds)
-    assert how.pprof is not None, "a pprof profiler has its address"
+def start_server(server: servers.ServerKind, pid: int, addr: Callable[[str], str], seconds: float, run_dir: Path,
+                 stem: str) -> Started:
+    """Starts sampling a running server of a cell's kind for `seconds` from now, by the profiler its kind names;
+    `addr` reads an address of its ready line (the runner's Server.addr)."""
     try:
-        ports = dict(kv.split("=", 1) for kv in addr("ports").split(",") if kv)
+        how = server.sampling(addr)
     except KeyError as e:
         raise ProfileError(f"profile: {e.args[0]}") from None
-    url = command.fill(how.pprof, {k: int(v) for k, v in ports.items()})
-    return Started(gopprof.PprofSampler(url, seconds, run_dir / PROFILES_DIR / f"{stem}.pprof"), stem, seconds)
+    if how is None:
+        raise ProfileError(f"profile: no profiler for server {server.name!r}")
+    (run_dir / PROFILES_DIR).mkdir(exist_ok=True)
+    return Started(PROFILERS[how.kind].sampler(pid, how, seconds, run_dir, stem), stem, seconds)
 
 
 PerfSampler = perf.PerfSampler

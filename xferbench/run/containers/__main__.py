@@ -2,7 +2,10 @@
 engine answering (DOCKER_HOST, or the Podman service this project starts), the debootstrap base image imported
 and the project's images built from it (set-up, like `make build`: a fresh machine pays it once, and the tests
 then time only themselves) — and says in one line what it has, or exactly why it cannot. Exits 0 either way, so the rest of
-`make test` runs; the container tests then fail with the same reason (tests/containers/conftest.py)."""
+`make test` runs; the container tests then fail with the same reason (tests/run/containers/conftest.py).
+
+`--stop` ends the Podman service this checkout started, if one runs (`make test` and `make test-slow` end with
+it, so a tested clone leaves no service behind)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,9 @@ from xferbench.run.containers import base, engine, images
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--stop"]:
+        print(f"containers: {'stopped the Podman service' if engine.stop_service() else 'no Podman service of ours ran'}")
+        return 0
     built: list[images.Built] = []
     try:
         client = engine.ensure()

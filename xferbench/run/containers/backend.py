@@ -32,7 +32,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from xferbench.analysis.row import Figures
 from xferbench.config import Cell, Limits, servers
 from xferbench.measure import cgroup, procfs, tree
 from xferbench.measure.tree import Tree
@@ -88,15 +90,15 @@ def image_env(server: str) -> str:
     return "XFERBENCH_IMAGE_" + server.upper().replace("-", "_")
 
 
-def default_image(server: str) -> str | None:
-    """The image `xferbench images build` makes for a server (its registry entry's), None if it has none."""
-    image = servers.get(server).image
+def default_image(kind: servers.ServerKind) -> str | None:
+    """The image `xferbench images build` makes for a kind of server, None if it has none (a command's is the user's)."""
+    image = kind.image
     return images.tag(image.name) if image else None
 
 
 def image_for(cell: Cell) -> str:
     """The cell's image: [[servers]] image, else $XFERBENCH_IMAGE_<SERVER>, else the server's default."""
-    image = cell.image or os.environ.get(image_env(cell.server)) or default_image(cell.server)
+    image = cell.image or os.environ.get(image_env(cell.server)) or default_image(cell.kind)
     if image is None:
         raise ServerStartError(f"{cell.server} has no default image: name one with `image =` in [[servers]]", [])
     return image
@@ -132,6 +134,29 @@ def limit_kwargs(limits: Limits, cpus: tuple[int, ...]) -> dict[str, Any]:
     return kw
 
 
+@dataclass(frozen=True)
+class _Start:
+    """How a kind's server starts in a container: ours by its image's entrypoint, ready at the ready line that
+    begins with its word; a command by its own command line (placeholders filled), ready once its condition holds."""
+
+    ready_word: str | None
+    launch: commandserver.Launch | None
+
+
+def _start_registry(cell: Cell) -> _Start:
+    spec = cell.kind
+    assert isinstance(spec, servers.ServerSpec), "a registry kind"
+    return _Start(spec.ready_word, None)
+
+
+def _start_command(cell: Cell) -> _Start:
+    return _Start(None, commandserver.launch(cell, container_env(cell)))
+
+
+# Each kind's start in a container, by its `launcher` (as xferbench/run/serverstart.py's for a host process).
+STARTS: dict[servers.Launcher, Callable[[Cell], _Start]] = {"registry": _start_registry, "command": _start_command}
+
+
 class ContainerServer:
     """One cell's server in a container, up once its ready line is read from the container's log."""
 
@@ -145,9 +170,8 @@ class ContainerServer:
         run_label: str = "",
     ) -> None:
         self.name = cell.server
-        self._ready_word = servers.get(cell.server).ready_word
-        # A command server (server = "command" with its image): its own command, ports and ready condition.
-        self._launch = commandserver.launch(cell, container_env(cell)) if cell.command is not None else None
+        how = STARTS[cell.kind.launcher](cell)
+        self._ready_word, self._launch = how.ready_word, how.launch
         self._check = commandserver.ReadyCheck(self._launch.ready) if self._launch else None
         if self._launch:
             self.name = Path(self._launch.argv[0]).name
@@ -157,7 +181,7 @@ class ContainerServer:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.ready: dict[str, str] = {}
         self.ready_line = ""
-        self.figures: dict[str, Any] = {}
+        self.figures: Figures = {}
         self.oom_killed = False
         self.oom_kills: int | None = None  # the cgroup's count, printed by the wrapper as the container ends
         self.returncode: int | None = None  # set once the container has exited
@@ -303,7 +327,11 @@ class ContainerServer:
                 if self._log:
                     self._log.write(line + "\n")
                     self._log.flush()
-                if not self._ready_seen.is_set() and (ready := parse_ready_line(line, self._ready_word)) is not None:
+                if (
+                    self._ready_word is not None
+                    and not self._ready_seen.is_set()
+                    and (ready := parse_ready_line(line, self._ready_word)) is not None
+                ):
                     self.ready, self.ready_line = ready, line
                     self._ready_seen.set()
         self._note_exit()
@@ -349,10 +377,11 @@ class ContainerServer:
             if now:
                 self.figures = now
 
-    def row_figures(self) -> dict[str, Any]:
+    def row_figures(self) -> Figures:
         """The cgroup figures and whether the kernel OOM-killed it; the OOM-kill count as the container ended
         (the wrapper's), after any last reading."""
-        out = {**self.figures, "ctr_oom_killed": self.oom_killed}
+        out = self.figures.copy()
+        out["ctr_oom_killed"] = self.oom_killed
         if self.oom_kills is not None:
             out["ctr_oom_kills"] = self.oom_kills
         return out
@@ -421,11 +450,6 @@ def kill_all() -> None:
 
 
 atexit.register(kill_all)
-
-
-def live_ids() -> list[str]:
-    with _live_lock:
-        return list(_live)
 
 
 def remove_orphans(client: docker.DockerClient) -> list[str]:

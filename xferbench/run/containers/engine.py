@@ -3,8 +3,10 @@ service this project starts itself (socket, pid file, log and containers.conf un
 
 Why Podman with runc: these machines have no Docker daemon; Podman 4.3's default runtime crun refuses the
 hybrid cgroup v1 layout while runc works. The runtime is set in a project-owned containers.conf (through
-CONTAINERS_CONF) and on the command line, never in /etc. The service is detached (it outlives the runner, so
-the next run finds it answering) and `--time=0` keeps it up; `stop_service()` ends it by its pid file.
+CONTAINERS_CONF) and on the command line, never in /etc. The service is detached: it outlives the runner, so
+the next run finds it answering. `stop_service()` ends it by its pid file (`python -m xferbench.run.containers
+--stop`, which `make test` and `make test-slow` end with), and it exits by itself after IDLE_S without a request
+(`--time`), so a suite killed before its stop leaves nothing behind for long; the next caller starts it again.
 
 Every failure is an EngineError whose message says, in one line, why no engine can be had.
 """
@@ -35,6 +37,10 @@ CONF_FILE = PODMAN_DIR / "containers.conf"
 # The engines a machine may already run, tried in order when DOCKER_HOST is unset.
 KNOWN_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/podman/podman.sock"))
 START_TIMEOUT_S = 30.0
+# Seconds without an API request before the service exits (podman's --time; an open connection counts as a
+# request): a backstop for a suite that was killed before its own `--stop`. Longer than any pause between two
+# container tests of one suite, whose session-wide client would not survive a restart.
+IDLE_S = 1800
 # A service that is already running may be slow to answer while it holds the storage lock for someone else's
 # image build or import (the engine is shared): waited for longer than a fresh start.
 BUSY_TIMEOUT_S = 120.0
@@ -176,7 +182,7 @@ def _spawn_service() -> subprocess.Popen[bytes]:
         # folder is build/podman/: conmon writes an empty file `oom` into its working directory when a
         # container is OOM-killed, which left one at the repository's root.
         proc = subprocess.Popen(
-            ["podman", "--runtime", "runc", "system", "service", "--time=0", f"unix://{SOCKET}"],
+            ["podman", "--runtime", "runc", "system", "service", f"--time={IDLE_S}", f"unix://{SOCKET}"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True, cwd=PODMAN_DIR,
         )
     PID_FILE.write_text(f"{proc.pid}\n")

@@ -1,6 +1,6 @@
 """`xferbench bench`: the project's headline figures side by side in one sitting, each a ratio to an anchor
 measured in the same rounds (iperf3, ghz, bare grpc-go, glibc), appended as one JSON line to
-bench/history.jsonl and compared with the previous record of the same machine class (or any two records,
+bench-records/history.jsonl and compared with the previous record of the same machine class (or any two records,
 `--compare`).
 
 One concern per module: record (figures and their rounds, machine, load, history file), compare (what moved:

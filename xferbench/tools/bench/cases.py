@@ -17,7 +17,33 @@ from xferbench.tools.bench.record import Samples
 
 FILE = "16MiB"  # frame transfers: big enough for many chunks per call sequence, small enough for a disk store
 FRAME = ("--conns", "2", "--inflight", "4", "--chunk", "1MiB", "--file-size", FILE)
-C_GO = ("xferd-c", "xferd-go")
+
+
+# The servers each case measures, chosen from the registry (xferbench/config/servers.py) by what an entry can do,
+# never by its name; the figures' names carry the names the entries give.
+def _kinds(fits: Callable[[servers.ServerSpec], bool]) -> tuple[str, ...]:
+    return tuple(sorted(s.name for s in servers.SERVERS.values() if fits(s)))
+
+
+def _one(what: str, fits: Callable[[servers.ServerSpec], bool]) -> str:
+    """The first fitting kind by name (the registry has one of each today)."""
+    found = _kinds(fits)
+    if not found:
+        raise LookupError(f"no server in xferbench/config/servers.py is {what}")
+    return found[0]
+
+
+# Every full server of the frame transport, in name order (which fixes the order of the figures in a record).
+FRAME_SERVERS = _kinds(lambda s: s.conformance and "frame" in s.transports)
+# The full server of gRPC and its anchor, the reference kind that serves Echo alone (grpc-go's defaults).
+GRPC_SERVER = _one("a full gRPC server", lambda s: s.conformance and "grpc" in s.transports)
+GRPC_ANCHOR = _one("a gRPC reference server", lambda s: not s.conformance and "grpc" in s.transports and "echo" in s.calls)
+# The server every generator drives: both transports at once.
+BOTH_SERVER = _one("a server of gRPC and frame", lambda s: {"grpc", "frame"} <= set(s.transports))
+# The allocator case's subjects: the kind that takes an allocator by flag, and the one with a buffer pool.
+ALLOC_SERVER = _one("a frame server with --alloc", lambda s: "alloc" in s.flags and "frame" in s.transports)
+POOL_SERVER = _one("a frame server with --pool", lambda s: "pool" in s.flags and "frame" in s.transports)
+
 ANCHOR = {"mem": "iperf3", "disk": "iperf3 -F"}  # a disk store's ceiling: iperf3's server writing a file
 # Offered rates of the allocator case, in frame calls/s: the server busy for two fifths of its core or more, and
 # far below what it can serve. Its CPU time is its cgroup's nanosecond clock, so a half-length window (20 runs a
@@ -95,7 +121,7 @@ def frame(ctx: Ctx, r: int) -> None:
     got: list[tuple[str, tools.Moved, str]] = []
     if r % 2:
         anchors()
-    for name in ordered(r, C_GO):
+    for name in ordered(r, FRAME_SERVERS):
         for store in stores:
             flag, d = _store(ctx, store, f"{name}-{r}")
             srv = tools.start(name, flag)
@@ -128,7 +154,7 @@ def grpc(ctx: Ctx, r: int) -> None:
     echo: dict[str, float] = {}
     up = down = 0.0
     ceiling = tools.iperf3(w).mb_per_s if r % 2 else 0.0
-    for name in ordered(r, ("xferd-go", "bare-echo")):
+    for name in ordered(r, (GRPC_SERVER, GRPC_ANCHOR)):
         # The in-memory store where the kind has one (its registry entry's flags): bare-echo stores nothing.
         srv = tools.start(name, *(["--store=mem"] if "store" in servers.get(name).flags else []))
         try:
@@ -136,16 +162,16 @@ def grpc(ctx: Ctx, r: int) -> None:
             echo[name] = tools.ghz(
                 addr, w, "--call", "xfer.v1.FileTransfer.Echo", "-D", str(ctx.tmp / "echo.json"), "-c", "16"
             )
-            if name == "xferd-go" and not ctx.smoke:
+            if name == GRPC_SERVER and not ctx.smoke:
                 up = tools.grpcxfer(addr, w, "upload")
                 down = tools.grpcxfer(addr, w, "download")
         finally:
             srv.stop()
-    ctx.add("grpc echo xferd-go / bare grpc-go", echo["xferd-go"] / echo["bare-echo"])
+    ctx.add(f"grpc echo {GRPC_SERVER} / bare grpc-go", echo[GRPC_SERVER] / echo[GRPC_ANCHOR])
     if not ctx.smoke:
         ceiling = ceiling or tools.iperf3(w).mb_per_s
-        ctx.add("grpc upload xferd-go / iperf3 (grpcxfer)", up / ceiling)
-        ctx.add("grpc download xferd-go / iperf3 (grpcxfer)", down / ceiling)
+        ctx.add(f"grpc upload {GRPC_SERVER} / iperf3 (grpcxfer)", up / ceiling)
+        ctx.add(f"grpc download {GRPC_SERVER} / iperf3 (grpcxfer)", down / ceiling)
 
 
 def _generator(ctx: Ctx, gen: str, case: str, grpc_addr: str, frame_addr: str) -> float:
@@ -195,7 +221,7 @@ def generators(ctx: Ctx, r: int) -> None:
     on 8 MiB uploads in 1 MiB chunks with 4, against one xferd-go with a memory store. On Echo, Locust also ÷
     ghz with as many connections as Locust's users hold."""
     cases = ("echo",) if ctx.smoke else ("echo", "upload")
-    srv = tools.start("xferd-go", "--store=mem")
+    srv = tools.start(BOTH_SERVER, "--store=mem")
     try:
         for case in cases:
             gens = ("ghz", "ghz16", "locust", "xferload") if case == "echo" else ("ghz", "locust", "xferload")
@@ -234,11 +260,11 @@ def allocators(ctx: Ctx, r: int) -> None:
     methods = ("echo",) if ctx.smoke else tuple(ALLOC_LOAD)
     cpu: dict[tuple[str, str], float] = {}
     for alloc in ordered(r, allocs):
-        srv = tools.start("xferd-c", "--store=mem", f"--alloc={alloc}")
+        srv = tools.start(ALLOC_SERVER, "--store=mem", f"--alloc={alloc}")
         try:
             # The server says which allocator it found; a silent fallback to glibc would compare glibc with itself.
             if srv.ready.get("alloc") != alloc:
-                raise tools.BenchError(f"xferd-c --alloc={alloc} is ready with {srv.ready_line!r}")
+                raise tools.BenchError(f"{ALLOC_SERVER} --alloc={alloc} is ready with {srv.ready_line!r}")
             _warm(srv, methods)
             for m in methods:
                 cpu[alloc, m] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD[m])
@@ -246,7 +272,7 @@ def allocators(ctx: Ctx, r: int) -> None:
             srv.stop()
     for alloc in allocs[1:]:
         for m in methods:
-            ctx.add(f"xferd-c cpu/call {m} {alloc} / glibc", cpu[alloc, m] / cpu["glibc", m], better="lower")
+            ctx.add(f"{ALLOC_SERVER} cpu/call {m} {alloc} / glibc", cpu[alloc, m] / cpu["glibc", m], better="lower")
     if not ctx.smoke:
         _pool(ctx, r)
 
@@ -257,13 +283,13 @@ def _pool(ctx: Ctx, r: int) -> None:
     quick.toml's duets: every chunk a fresh allocation for the GC to reclaim)."""
     cpu: dict[str, float] = {}
     for pool in ordered(r, ("on", "off")):
-        srv = tools.start("xferd-go", "--store=mem", f"--pool={pool}")
+        srv = tools.start(POOL_SERVER, "--store=mem", f"--pool={pool}")
         try:
             _warm(srv, ("upload",))
             cpu[pool] = _cpu_per_call(srv, max(1.0, ctx.window_s / 2), ALLOC_LOAD["upload"])
         finally:
             srv.stop()
-    ctx.add("xferd-go cpu/call upload pool off / on", cpu["off"] / cpu["on"], better="lower")
+    ctx.add(f"{POOL_SERVER} cpu/call upload pool off / on", cpu["off"] / cpu["on"], better="lower")
 
 
 CASES: dict[str, Callable[[Ctx, int], None]] = {

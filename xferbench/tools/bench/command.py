@@ -40,7 +40,7 @@ SMOKE_CASES = tuple(CASES)  # every case, each cut to a subset of its figures (C
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bench",
-        help="the headline figures as ratios to anchors, appended to bench/history.jsonl",
+        help="the headline figures as ratios to anchors, appended to bench-records/history.jsonl",
         description=(__doc__ or "").split("\n\n")[0],
     )
     p.add_argument(
@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--window", type=float, default=2.0, help="seconds per measured run (default 2)")
     p.add_argument("--cases", default=",".join(CASES), help=f"comma list of {', '.join(CASES)} (default: all)")
     p.add_argument("--no-run", action="store_true", help="leave out make run's verdict table (3.5 min)")
-    p.add_argument("--history", type=Path, default=HISTORY, help="the history file (default bench/history.jsonl)")
+    p.add_argument("--history", type=Path, default=HISTORY, help="the history file (default bench-records/history.jsonl)")
     p.add_argument("--force", action="store_true", help=f"start even with a one-minute load above {BUSY_LOAD}")
     p.add_argument(
         "--smoke",

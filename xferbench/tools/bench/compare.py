@@ -17,7 +17,7 @@ would gain power only once one figure has already moved, and the bench's questio
 noise?"). With 57 figures alpha is 0.0088: of 5 + 5 rounds only the two complete separations (all of one
 record's rounds above all of the other's, p = 2/252 = 0.0079) reach it, so 57 x 2/252 = 0.45 figures pass the
 test by chance, and the A/A bar leaves 0.37 of them (2,000 synthetic pairs of 57 figures with 3% noise,
-tests/unit/test_bench_compare.py). With that noise a shift of 15% is found in 98 pairs of 100, 10% in 85,
+tests/tools/test_bench_compare.py). With that noise a shift of 15% is found in 98 pairs of 100, 10% in 85,
 5% in 20. Beyond 63 figures alpha falls below 2/252 and 5 rounds become too few: 6 (p down to 2/924) are
 then needed.
 

@@ -20,10 +20,10 @@ from typing import Any
 from xferbench.config.files import ROOT
 from xferbench.tools.bench.quiet import BUSY_CORES
 
-HISTORY = ROOT / "bench" / "history.jsonl"
+HISTORY = ROOT / "bench-records" / "history.jsonl"
 # One-minute load above which the bench refuses to start: on 2 cores, more than 1.5 runnable tasks before it
 # has started anything means someone else is at work. Once it runs, its own server and client load both cores,
-# so each figure is judged by the CPU others used meanwhile instead (bench/quiet.py).
+# so each figure is judged by the CPU others used meanwhile instead (quiet.py).
 BUSY_LOAD = 1.5
 
 

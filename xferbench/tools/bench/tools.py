@@ -1,5 +1,5 @@
 """The processes a bench case runs: a server pinned to the server CPU, and clients on the generator CPU
-(iperf3, ghz, xferload, one Locust), each bounded by a timeout, as scripts/bench/lib.sh does in shell."""
+(iperf3, ghz, xferload, one Locust), each bounded by a timeout, as scripts/studies/lib.sh does in shell."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ def ghz(addr: str, window_s: float, *args: str) -> float:
 
 def locust(target: str, window_s: float, *args: str) -> float:
     """Whole operations per second of one headless Locust process (loadgen's run summary), the flags of
-    scripts/bench/locust.sh."""
+    scripts/studies/locust.sh."""
     out = client(
         [
             str(LOCUST),

@@ -1,5 +1,5 @@
 // Command bare-echo is the baseline xferd-go's gRPC Echo is measured against
-// (scripts/bench/grpc.sh, BENCHMARKS.md): the smallest honest grpc-go server
+// (scripts/studies/grpc.sh, BENCHMARKS.md): the smallest honest grpc-go server
 // of xfer.v1.FileTransfer. Echo returns the payload as PROTOCOL.md says;
 // every other method is grpc-go's Unimplemented. No interceptors, no
 // metrics, no limits, grpc.NewServer's default options: whatever xferd-go

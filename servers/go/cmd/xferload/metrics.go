@@ -27,14 +27,14 @@ import (
 // Read each), which loadgen counts as chunks of a whole transfer, so they get labels of their own.
 var promMethod = map[string]string{"echo": "Echo", "meta": "Meta", "upload": "UploadCall", "download": "DownloadChunk"}
 
-// promBounds are loadgen's BOUNDS (loadgen/_recorder.py): 12 steps per decade from 100 µs to 8.5 s, the
+// promBounds are loadgen's BOUNDS (loadgen/_recorder.py): 12 steps per decade from 10 µs to 8.5 s, the
 // PROTOCOL.md bounds, and 15, 20, 30, 60 s.
 func promBounds() []float64 {
 	steps := []float64{1, 1.2, 1.5, 1.7, 2, 2.5, 3, 4, 5, 6, 7, 8.5}
-	protocol := []float64{0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005,
+	protocol := []float64{0.00001, 0.000015, 0.00002, 0.00003, 0.00005, 0.00007, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005,
 		0.007, 0.01, 0.015, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10}
 	var b []float64
-	for e := -4; e <= 0; e++ {
+	for e := -5; e <= 0; e++ {
 		for _, m := range steps {
 			b = append(b, math.Round(m*math.Pow10(e)*1e10)/1e10)
 		}

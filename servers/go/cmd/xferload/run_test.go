@@ -12,7 +12,7 @@ import (
 )
 
 // startServer runs xferd-go's own server in the test process (the Python
-// suite tests/bench drives the real binaries of both servers), so the
+// suite tests/tools drives the real binaries of both servers), so the
 // driver's pipelining runs under the race detector.
 func startServer(t *testing.T, extra ...string) string {
 	t.Helper()

@@ -20,6 +20,7 @@ import (
 // DurationBuckets are PROTOCOL.md's bucket bounds, shared by both servers
 // and the client so one histogram_quantile serves all.
 var DurationBuckets = []float64{
+	0.00001, 0.000015, 0.00002, 0.00003, 0.00005, 0.00007,
 	0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015, 0.02, 0.03,
 	0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10,
 }

@@ -1,1 +1,0 @@
-"""Tests of the benchmark tools (build/bin/xferload) against the real servers."""

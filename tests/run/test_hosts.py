@@ -1,0 +1,268 @@
+"""Hosts reached over SSH ([hosts.NAME], [load] hosts), against a lab of real sshds on this machine (scripts/lab.sh:
+network namespaces on a bridge of their own, sharing this filesystem, so this checkout and its .venv are there):
+
+- the host check (xferbench/run/hostcheck.py) passes on a healthy lab and records each host's address, kernel,
+  CPUs, clock offset and versions, and this machine's address on the lab, where the servers will listen;
+- it refuses, naming the host, one that does not answer ssh (an address of the lab's subnet where nothing is) and
+  one whose Python lacks the project's load code, and `xferbench run` then starts nothing;
+- a --quick run of xferd-go here with Locust's workers on two lab hosts: both hosts' workers served requests (their
+  own scrapes), the report says where everything ran, and no worker is left on any lab host afterwards, neither
+  after the run nor after its runner was killed with SIGKILL.
+
+The module has one lab of its own, hk<worker>a on 10.78.<100 + worker>, brought up once and always torn down. Needs
+root with the capabilities of network namespaces; the servers must be built (`make build`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.runs import ROOT, processes_mentioning, xferbench_run
+from xferbench import config as xe
+from xferbench.analysis.row import RunRow
+from xferbench.run import hostcheck, lifecycle
+
+LAB = ROOT / "scripts" / "lab.sh"
+MARKER = "xferbench-worker-"  # in the command line of every Locust worker the runner starts on a host
+
+
+def can_make_a_lab() -> bool:
+    """Root with CAP_NET_ADMIN and CAP_SYS_ADMIN (as tests/lab/test_lab.py asks)."""
+    m = re.search(r"^CapEff:\s*(\S+)", Path("/proc/self/status").read_text(), re.M)
+    caps = int(m[1], 16) if m else 0
+    return os.geteuid() == 0 and bool(caps >> 12 & 1) and bool(caps >> 21 & 1)
+
+
+needs_lab = pytest.mark.skipif(not can_make_a_lab(), reason="a lab needs root with CAP_NET_ADMIN and CAP_SYS_ADMIN "
+                               "(network namespaces, veths, cpusets): not in an unprivileged container")
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    net: str
+    dir: Path
+
+    def host(self, i: int) -> str:
+        return f"{self.name}{i}"
+
+    def addr(self, i: int) -> str:
+        return f"{self.net}.{1 + i}"
+
+    def namespace_processes(self, i: int) -> list[str]:
+        """Every process in host i's network namespace, as "pid: command line"."""
+        r = subprocess.run(["ip", "netns", "pids", self.host(i)], capture_output=True, text=True, timeout=10,
+                           check=True)
+        out = []
+        for pid in r.stdout.split():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:
+                continue
+            out.append(f"{pid}: {cmd}")
+        return out
+
+    def left_over(self) -> list[str]:
+        """What runs on the lab's hosts besides their sshd (the listener, and the session of a check in flight)."""
+        return [p for i in (1, 2) for p in self.namespace_processes(i) if not p.split(": ", 1)[1].startswith("sshd")]
+
+
+def _lab_sh(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(LAB), *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    m = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    worker = int(m[1]) if m else 0
+    lab = Lab(f"hk{worker}a", f"10.78.{100 + worker % 150}", tmp_path_factory.mktemp("hosts") / "lab")
+    try:
+        up = _lab_sh("up", "--name", lab.name, "--net", lab.net, "--hosts", "2", "--dir", str(lab.dir), "--force")
+        assert up.returncode == 0, f"scripts/lab.sh up: {up.stdout}{up.stderr}"
+        yield lab
+    finally:
+        down = _lab_sh("down", "--name", lab.name, "--dir", str(lab.dir))
+        assert down.returncode == 0, f"scripts/lab.sh down: {down.stdout}{down.stderr}"
+
+
+def experiment(lab: Lab, tmp_path: Path, hosts: str, load: str = "", servers: str = 'server = "xferd-go"\n') -> Path:
+    """An experiment file in a folder beside the lab's, its ssh_config given relative to it (as every path of an
+    experiment is read); `hosts` the [hosts.*] tables (their ssh_config added), `load` the [load] keys."""
+    folder = tmp_path / "experiments"
+    folder.mkdir(exist_ok=True)
+    config = os.path.relpath(lab.dir / "ssh_config", folder)
+    tables = re.sub(r"^(\[hosts\.[^]]+\])$", rf'\1\nssh_config = "{config}"', hosts, flags=re.M)
+    path = folder / "hosts.toml"
+    path.write_text('[experiment]\nname = "hosts"\nrepeats = 1\nduet = false\nwarmup_s = 1\n'
+                    f'{tables}\n[load]\n{load}\n[[servers]]\n{servers}')
+    return path
+
+
+def hosts_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "xferbench", "hosts", "check", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180)
+
+
+def two_hosts(lab: Lab) -> str:
+    return f'[hosts.gen1]\nssh = "{lab.host(1)}"\n[hosts.gen2]\nssh = "{lab.host(2)}"\n'
+
+
+@needs_lab
+def test_the_check_passes_on_a_healthy_lab_and_records_each_host(lab: Lab, tmp_path: Path) -> None:
+    path = experiment(lab, tmp_path, two_hosts(lab) + f'[hosts.other]\nssh = "{lab.host(2)}"\n',
+                      'hosts = ["gen1", "gen2"]\n')
+    exp = xe.load_file(path)
+    assert exp.hosts["gen1"].ssh_config == str(lab.dir / "ssh_config")  # resolved against the file's folder
+    placement = hostcheck.check(exp)
+    assert placement.server_address == lab.addr(0)  # this machine on the lab's bridge: where the servers will listen
+    describe, _ = hostcheck.project_version()
+    by_name = {h.name: h for h in placement.hosts}
+    assert list(by_name) == ["gen1", "gen2", "other"]
+    for i, name in ((1, "gen1"), (2, "gen2"), (2, "other")):
+        h = by_name[name]
+        assert h.roles == (["load"] if name != "other" else []), h
+        assert h.address == lab.addr(i) and h.here == lab.addr(0) and h.hostname == lab.host(i), h
+        assert h.kernel == platform.release() and h.cpu_model, h  # the lab's hosts share this machine's kernel
+        assert h.cpus is not None and 1 <= h.cpus <= os.cpu_count(), h  # its cpuset's
+        assert h.cpus_free is not None and 0 <= h.cpus_free <= h.cpus + 0.05, h
+        # one clock for all: the offset is within its own uncertainty (half the best round trip) of 0, plus a margin
+        assert h.clock_offset_s is not None and h.clock_uncertainty_s is not None, h
+        assert 0 < h.clock_uncertainty_s < 0.5 and abs(h.clock_offset_s) <= h.clock_uncertainty_s + 0.002, h
+        assert h.python == str(ROOT / ".venv" / "bin" / "python") and h.python_version == platform.python_version(), h
+        assert h.project == describe and h.locust, h
+    assert placement.text is not None and f"Locust workers on gen1 ({lab.addr(1)}: " in placement.text
+    assert "also checked: other (" in placement.text
+    r = hosts_check(path)
+    assert r.returncode == 0, r.stderr
+    assert f"the servers will listen for the load on {lab.addr(0)}" in r.stdout and "gen2" in r.stdout, r.stdout
+
+
+@needs_lab
+def test_an_unreachable_host_is_refused_naming_it_before_any_cell(lab: Lab, tmp_path: Path) -> None:
+    nobody = f"{lab.net}.99"  # the lab's subnet, no host there
+    path = experiment(lab, tmp_path, f'[hosts.gen1]\nssh = "{lab.host(1)}"\n[hosts.gen2]\nssh = "root@{nobody}"\n',
+                      'hosts = ["gen1", "gen2"]\n')
+    r = hosts_check(path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip().splitlines()[-1]  # ssh's own last line: "No route to host" where nothing answers ARP
+    assert line.startswith(f"error: host check: gen2 (root@{nobody}): ssh: connect to host {nobody} port 22: "), line
+    out = tmp_path / "run"
+    r = xferbench_run(str(path), "--out", str(out))
+    assert r.returncode == 2 and f"host check: gen2 (root@{nobody})" in r.stderr, r.stderr
+    assert not out.exists()  # refused before anything was written or started
+
+
+@needs_lab
+def test_a_host_without_the_load_code_is_refused_naming_it(lab: Lab, tmp_path: Path) -> None:
+    path = experiment(lab, tmp_path, two_hosts(lab).replace(f'ssh = "{lab.host(2)}"\n',
+                                                            f'ssh = "{lab.host(2)}"\npython = "/usr/bin/python3"\n'),
+                      'hosts = ["gen1", "gen2"]\n')
+    r = hosts_check(path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: host check: gen2 ({lab.host(2)}): /usr/bin/python3 (root {ROOT}) cannot import "), line
+    assert "install the project there into a venv" in line, line
+    path = experiment(lab, tmp_path, two_hosts(lab).replace(f'ssh = "{lab.host(1)}"\n',
+                                                            f'ssh = "{lab.host(1)}"\nroot = "/nonexistent"\n'),
+                      'hosts = ["gen1", "gen2"]\n')
+    with pytest.raises(hostcheck.HostCheckError, match=rf"^gen1 \({lab.host(1)}\): running .* in /nonexistent: exit "
+                       r"status 2: .*/nonexistent"):
+        hostcheck.check(xe.load_file(path))
+
+
+def _rows(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines()]
+
+
+@needs_lab
+def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path) -> None:
+    """xferd-go here, listening on the lab's bridge; Locust's master here, a worker on each of two lab hosts."""
+    path = experiment(lab, tmp_path, two_hosts(lab), 'hosts = ["gen1", "gen2"]\nusers = 4\nrate = "40"\n'
+                      'mix = "echo:1"\n')
+    out = tmp_path / "run"
+    r = xferbench_run(str(path), "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = _rows(out)
+    assert row["status"] == "ok", row
+    ready = row["ready"]
+    assert isinstance(ready, dict) and ready["grpc"].startswith(f"{lab.addr(0)}:"), ready
+    assert ready["metrics"].startswith("127.0.0.1:"), ready  # only the runner reads it
+    hosts = row["load_hosts"]
+    assert isinstance(hosts, dict) and sorted(hosts) == ["gen1", "gen2"], hosts
+    for i, name in ((1, "gen1"), (2, "gen2")):
+        h = hosts[name]
+        assert h["address"] == lab.addr(i) and h["processes"] == 1, h
+        assert h["client_qps"] > 0 and h["client_requests"] > 0, h  # scraped at the worker, on its host
+        assert h["gen_cpu_cores"] > 0 and h["cpus_idle_cores"] is not None and h["saturated"] in (True, False), h
+        assert (out / "logs" / f"go_grpc.r1.locust.{name}.log").exists()
+    assert row["client_qps"] == pytest.approx(hosts["gen1"]["client_qps"] + hosts["gen2"]["client_qps"], rel=0.05)
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["placement"]["server_address"] == lab.addr(0)
+    assert [h["name"] for h in meta["placement"]["hosts"]] == ["gen1", "gen2"]
+    assert all(h["roles"] == ["load"] and h["clock_uncertainty_s"] > 0 for h in meta["placement"]["hosts"])
+    summary = (out / "summary.md").read_text()
+    assert f"- **Placement**: servers and the Locust master on this machine, listening on {lab.addr(0)}; Locust " \
+           f"workers on gen1 ({lab.addr(1)}: " in summary, summary
+    assert f"gen2 ({lab.addr(2)}: " in summary
+    assert "<b>Placement</b>" in (out / "report.html").read_text()
+    assert lab.left_over() == [] and processes_mentioning(MARKER) == []
+
+
+@needs_lab
+def test_no_worker_is_left_when_the_runner_is_killed(lab: Lab, tmp_path: Path) -> None:
+    """SIGKILL leaves the runner no time to stop anything: its ssh sessions die with it (the parent-death signal),
+    and each host's watch then ends its workers."""
+    path = experiment(lab, tmp_path, two_hosts(lab), 'hosts = ["gen1", "gen2"]\nusers = 2\nrate = "10"\n'
+                      'mix = "echo:1"\nduration_s = 60\n')
+    runner = subprocess.Popen([sys.executable, "-m", "xferbench", "run", str(path), "--out", str(tmp_path / "run")],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (any(MARKER in p for p in lab.namespace_processes(1))
+                   and any(MARKER in p for p in lab.namespace_processes(2))):
+            assert runner.poll() is None, f"xferbench run exited with {runner.returncode} before its workers ran"
+            assert time.monotonic() < deadline, "no worker on the lab's hosts within 60 s"
+            time.sleep(0.2)
+        time.sleep(1.0)  # the load under way
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while lab.left_over() or processes_mentioning(MARKER):
+        assert time.monotonic() < deadline, f"left after 20 s: {lab.left_over()} {processes_mentioning(MARKER)}"
+        time.sleep(0.2)
+
+
+def test_a_saturated_load_host_is_named_in_the_warnings() -> None:
+    """The saturation check per load host (no lab needed): a host's workers above 0.9 cores each, or its CPUs
+    without 0.1 core idle, is named; the sum over every worker (2 cores here) is not what is judged."""
+    exp = xe.parse({"hosts": {"gen1": {"ssh": "a"}, "gen2": {"ssh": "b"}, "gen3": {"ssh": "c"}},
+                    "load": {"hosts": ["gen1", "gen2", "gen3"], "processes": 2}, "servers": [{"server": "xferd-go"}]},
+                   "e.toml")
+    cell = exp.cells[0]
+    row = RunRow(cell.name, cell.server, cell.transport, gen_cpu_cores=2.0, server_qps=10.0)
+    host = {"processes": 2, "gen_cpu_cores": 0.4, "gen_cpu_cores_per_process": 0.2, "cpus_idle_cores": 1.5,
+            "saturated": False}
+    row.load_hosts = {"gen1": {**host, "address": "10.78.0.2"},
+                      "gen2": {**host, "address": "10.78.0.3", "gen_cpu_cores_per_process": 0.95, "saturated": True},
+                      "gen3": {**host, "address": "10.78.0.4", "cpus_idle_cores": 0.05, "saturated": True}}
+    said = [w for w in lifecycle.warnings(row, cell) if "saturated" in w]
+    assert said == [
+        "load generator saturated on gen2 (10.78.0.3): 0.95 cores per Locust worker (> 0.9 cores); the figures may "
+        "describe the generator rather than the server",
+        "load generator saturated on gen3 (10.78.0.4): its CPUs 0.05 cores idle (< 0.1); the figures may describe "
+        "the generator rather than the server",
+    ]
+    row.load_hosts = {"gen1": {**host, "address": "10.78.0.2"}}
+    assert not [w for w in lifecycle.warnings(row, cell) if "saturated" in w]

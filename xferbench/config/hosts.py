@@ -1,0 +1,117 @@
+"""[hosts.NAME] tables and `[load] hosts`: the machines, reached over SSH, that run the load's Locust workers.
+
+    [hosts.gen1]
+    ssh = "root@10.77.0.2"          # *required*: user@address, or an alias of your ssh configuration ("lab2")
+    ssh_config = "../build/lab/ssh_config"   # ssh -F FILE; relative to the experiment file's folder
+    python = "/srv/xferbench/.venv/bin/python"   # default: this checkout's .venv/bin/python
+    root = "/srv/xferbench"         # the checkout there; default: this checkout's path
+
+    [load]
+    hosts = ["gen1", "gen2"]        # `processes` Locust workers on each (default 1), the master here
+
+What is read here is only what the file says; whether SSH works, the host's Python has this project at the same
+version, its clock and CPUs, and whether it reaches the servers, is xferbench/run/hostcheck.py's check, run before
+any cell (`xferbench hosts check`). `python` and `root` are paths on the host, never resolved here: `python` is
+absolute, a command on the host's PATH, or relative to `root`; `root` is absolute. Errors are ExperimentErrors
+naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from xferbench.config.files import ROOT
+from xferbench.config.model import Cell, ExperimentError, Host, Load
+from xferbench.config.values import _table, _unknown
+
+HOST_KEYS = ("ssh", "ssh_config", "python", "root")
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A host that shares this machine's filesystem has these; another gets the project installed into a venv at the
+# same path, or names its own (docs/EXPERIMENTS.md, "Load from other hosts").
+DEFAULT_PYTHON = str(ROOT / ".venv" / "bin" / "python")
+DEFAULT_ROOT = str(ROOT)
+
+
+def parse_hosts(tab: dict[str, Any], folder: Path) -> dict[str, Host]:
+    """[hosts]: one Host per [hosts.NAME] table, in the file's order; ssh_config resolved against `folder`."""
+    out: dict[str, Host] = {}
+    for name, entry in tab.items():
+        where = f"hosts.{name}"
+        if not HOST_NAME.fullmatch(name):
+            raise ExperimentError(f"{where}: a host's name is letters, digits, '.', '_' or '-' (it names the host "
+                                  "in [load] hosts and in every message)")
+        out[name] = _host(name, _table(entry, where), where, folder)
+    return out
+
+
+def _host(name: str, tab: dict[str, Any], where: str, folder: Path) -> Host:
+    _unknown(tab, HOST_KEYS, where)
+    if "ssh" not in tab:
+        raise ExperimentError(f'{where}.ssh: required: user@address or an ssh alias (e.g. ssh = "root@10.77.0.2")')
+    ssh = tab["ssh"]
+    if not isinstance(ssh, str) or not ssh or ssh.startswith("-") or any(c.isspace() for c in ssh):
+        raise ExperimentError(f"{where}.ssh = {ssh!r}: expected user@address or an ssh alias, one word not starting "
+                              "with '-'")
+    config = tab.get("ssh_config")
+    if config is not None:
+        if not isinstance(config, str) or not config.strip():
+            raise ExperimentError(f"{where}.ssh_config = {config!r}: expected the path of an ssh configuration file")
+        p = Path(config).expanduser()
+        config = os.path.normpath(p if p.is_absolute() else folder / p)
+    python = tab.get("python", DEFAULT_PYTHON)
+    if not isinstance(python, str) or not python.strip() or any(c.isspace() for c in python):
+        raise ExperimentError(f"{where}.python = {python!r}: expected the path of the Python on that host that has "
+                              "this project (default: this checkout's .venv/bin/python)")
+    root = tab.get("root", DEFAULT_ROOT)
+    if not isinstance(root, str) or not root.startswith("/"):
+        raise ExperimentError(f"{where}.root = {root!r}: expected the absolute path of this project's checkout on "
+                              "that host (default: this checkout's path)")
+    return Host(name, ssh, config, python, root.rstrip("/") or "/")
+
+
+def check_value(v: Any) -> tuple[str, ...]:
+    """`[load] hosts`: a list of [hosts] names, or one string of them joined by commas ("gen1,gen2": one value of
+    a [servers.load] axis, where a list is the axis). ValueError says what it takes."""
+    names = v.split(",") if isinstance(v, str) else v
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{v!r}: expected a list of [hosts] names, e.g. [\"gen1\", \"gen2\"]")
+    out = tuple(n.strip() for n in names if n.strip())
+    if len(set(out)) != len(out):
+        raise ValueError(f"{v!r}: a host named twice; give `processes` for more workers on one host")
+    return out
+
+
+def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, network: bool, backend: str) -> None:
+    """Every [load] hosts name declared, and what a load on other hosts cannot run with yet: the refusal names
+    the key and the cell."""
+    declared = ", ".join(hosts) or "none"
+    for name in base.hosts:
+        if name not in hosts:
+            raise ExperimentError(f"load.hosts = {list(base.hosts)!r}: no [hosts.{name}] in this experiment "
+                                  f"(declared: {declared})")
+    for c in cells:
+        if not c.load.hosts:
+            continue
+        where = f"servers (cell {c.name!r}): load.hosts = {list(c.load.hosts)!r}"
+        for name in c.load.hosts:
+            if name not in hosts:
+                raise ExperimentError(f"{where}: no [hosts.{name}] in this experiment (declared: {declared})")
+        if c.kind.launcher != "registry":
+            raise ExperimentError(f"{where}: a {c.server} server listens where its command says; a load on other "
+                                  "hosts drives the servers of the registry (xferd-go, xferd-c, bare-echo) for now")
+        if network:
+            raise ExperimentError(f"{where}: [network]'s proxy runs on this machine, between a local load and the "
+                                  "server; drop one of them")
+        if backend != "process":
+            raise ExperimentError(f'{where}: servers in containers (experiment.backend = "{backend}") take a load '
+                                  "from this machine only, for now")
+        for key in ("locustfile", "proto", "protoset", "import_path"):
+            if getattr(c.load, key):
+                raise ExperimentError(f"{where}: load.{key} is a file of this machine, which the workers on other "
+                                      "hosts would not read; drop one of them")
+        if c.load.data and c.load.data.startswith("@"):
+            raise ExperimentError(f"{where}: load.data = '@FILE' is a file of this machine, which the workers on "
+                                  "other hosts would not read; give the request inline")

@@ -1,0 +1,323 @@
+"""The host check: before any cell of an experiment with [hosts] (and by `xferbench hosts check`), each host is
+reached over SSH and asked, in one session, by the Python it would run the load with:
+
+- that it imports locust, loadgen and xferbench from its `root`, and at which versions: its project version
+  (`git describe --always --dirty` of its checkout, else the package version) must be this checkout's, and its
+  Locust this one's (a master and workers of different Locusts do not talk), else the run is refused naming both;
+- its hostname, kernel, CPU model, the CPUs its processes may use and how many of them are idle (/proc/stat over
+  half a second), for the placement;
+- its clock against this machine's, NTP-style: this machine's time before and after each of a few exchanges in
+  the open session, offset = remote - midpoint of the best (shortest) one, whose half round trip bounds it;
+- for a host the load runs on (`[load] hosts`), that it connects to the address the servers will listen on: this
+  machine's address as the first load host sees it (its SSH_CONNECTION, which is the route's source address),
+  where a listener of the check's own waits for the connection.
+
+Any failure is one HostCheckError naming the host; the facts become the run's `placement` (experiment.json and
+the report's "Placement" line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from xferbench.analysis.runmeta import HostFacts, Placement
+from xferbench.config import ROOT, Experiment, Host
+from xferbench.run import remote
+
+CLOCK_EXCHANGES = 7
+CONNECT_TIMEOUT_S = 3.0
+SESSION_TIMEOUT_S = 90.0  # the whole session of one host: ssh, the Python's imports, the exchanges
+FREE_SAMPLE_S = 0.5
+
+# Run on the host as `PYTHON -c PROBE ROOT` from ROOT. Its first line is a JSON object: the facts, or {"error"}.
+# Then it answers each line of stdin: "t" with its clock, "connect ADDR PORT" with {"ok"} or {"error"}, "end" with
+# the idle CPUs over the session (at least FREE_SAMPLE_S), after which it exits.
+PROBE = r"""
+import importlib, json, os, platform, socket, subprocess, sys, time
+root = sys.argv[1]
+mine = os.sched_getaffinity(0)
+def stat():
+    # Each CPU this process may use: (all its time, its idle and iowait time), from /proc/stat.
+    out = {}
+    with open("/proc/stat") as f:
+        for ln in f:
+            w = ln.split()
+            if w and w[0].startswith("cpu") and w[0][3:].isdigit() and int(w[0][3:]) in mine:
+                v = [float(x) for x in w[1:9]]
+                out[w[0]] = (sum(v), v[3] + v[4])
+    return out
+def say(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+t0, s0 = time.monotonic(), stat()
+mods = {}
+for name in ("locust", "loadgen", "xferbench"):
+    try:
+        mods[name] = importlib.import_module(name)
+    except BaseException as e:
+        say({"error": f"cannot import {name}: {type(e).__name__}: {e}".strip()})
+        sys.exit(0)
+def describe():
+    try:
+        r = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root, capture_output=True, text=True,
+                           timeout=30)
+        return r.stdout.strip() if r.returncode == 0 else None
+    except Exception:
+        return None
+try:
+    from importlib.metadata import version
+    package = version("xferbench")
+except Exception:
+    package = None
+model = None
+try:
+    with open("/proc/cpuinfo") as f:
+        for ln in f:
+            key, _, value = ln.partition(":")
+            if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                model = value.strip()
+                break
+except OSError:
+    pass
+say({"hostname": platform.node(), "kernel": platform.release(), "cpu_model": model or platform.machine(),
+     "cpus": len(mine), "python": sys.executable, "python_version": platform.python_version(),
+     "locust": getattr(mods["locust"], "__version__", None), "describe": describe(), "package": package,
+     "loadgen": os.path.dirname(mods["loadgen"].__file__), "ssh_connection": os.environ.get("SSH_CONNECTION", "")})
+for line in sys.stdin:
+    word = line.split()
+    if not word:
+        continue
+    if word[0] == "t":
+        say(time.time())
+    elif word[0] == "connect":
+        try:
+            socket.create_connection((word[1], int(word[2])), timeout=float(word[3])).close()
+            say({"ok": True})
+        except OSError as e:
+            say({"error": str(e) or type(e).__name__})
+    elif word[0] == "end":
+        time.sleep(max(0.0, float(word[1]) - (time.monotonic() - t0)))
+        s1 = stat()
+        free = [(s1[c][1] - s0[c][1]) / (s1[c][0] - s0[c][0]) for c in s1 if c in s0 and s1[c][0] > s0[c][0]]
+        say({"cpus_free": sum(free) if free else None})
+        break
+"""
+
+
+class HostCheckError(RuntimeError):
+    """A host that cannot take its part: one line starting with the host's name and ssh target."""
+
+
+def project_version() -> tuple[str | None, str | None]:
+    """This checkout's `git describe --always --dirty` (None outside a checkout) and the package's version."""
+    describe = None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        r = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=30, check=False)
+        describe = r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+    try:
+        package: str | None = importlib.metadata.version("xferbench")
+    except importlib.metadata.PackageNotFoundError:
+        package = None
+    return describe, package
+
+
+class _Probe:
+    """One host's session of the check, its facts as they come."""
+
+    def __init__(self, host: Host, load: bool) -> None:
+        self.host = host
+        self.facts = HostFacts(host.name, host.ssh, roles=["load"] if load else [])
+        self.describe: str | None = None
+        self.package: str | None = None
+        self.session: remote.Session | None = None
+        self._timer: threading.Timer | None = None
+        self._expired = False
+
+    def fail(self, text: str) -> HostCheckError:
+        return HostCheckError(f"{self.host.describe()}: {text}")
+
+    def start(self) -> None:
+        """Starts the session and reads the facts line."""
+        h = self.host
+        cmd = ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", h.root, h.python, "-c", PROBE, h.root]
+        try:
+            self.session = remote.session(h, cmd)
+        except remote.RemoteError as e:
+            raise HostCheckError(str(e)) from None
+        self._timer = threading.Timer(SESSION_TIMEOUT_S, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+        facts = self._read(f"running {h.python} in {h.root}")
+        for _ in range(50):  # a login script's chatter before the facts: passed over
+            if not isinstance(facts, str):
+                break
+            facts = self._read(f"running {h.python} in {h.root}")
+        if not isinstance(facts, dict):
+            raise self.fail(f"{h.python} answered {facts!r}, not the check's facts")
+        if "error" in facts:
+            raise self.fail(f"{h.python} (root {h.root}) {facts['error']}: it needs this project and its "
+                            "dependencies (install the project there into a venv at this checkout's path, or "
+                            "name its python in [hosts])")
+        f = self.facts
+        f.hostname, f.kernel, f.cpu_model = facts.get("hostname"), facts.get("kernel"), facts.get("cpu_model")
+        f.cpus, f.python, f.python_version = facts.get("cpus"), facts.get("python"), facts.get("python_version")
+        f.locust = facts.get("locust")
+        self.describe, self.package = facts.get("describe"), facts.get("package")
+        f.project = self.describe or self.package
+        conn = str(facts.get("ssh_connection") or "").split()
+        if len(conn) == 4:
+            f.here, f.address = conn[0], conn[2]
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self.session is not None:
+            self.session.proc.kill()
+
+    def _read(self, doing: str) -> Any:
+        assert self.session is not None
+        line = self.session.readline()
+        if not line:
+            err = self.session.error(doing)
+            if self._expired:
+                raise self.fail(f"{doing}: the check got no answer within {SESSION_TIMEOUT_S:g}s")
+            raise HostCheckError(str(err)) from None
+        try:
+            return json.loads(line)
+        except ValueError:
+            return line.strip()  # not the probe's: the caller says what it expected
+
+    def exchange(self, server: tuple[str, int] | None) -> None:
+        """The clock exchanges, the connection to the servers' address (a load host), the idle CPUs; then the
+        session ends."""
+        assert self.session is not None
+        best: tuple[float, float] | None = None  # (round trip, offset)
+        for _ in range(CLOCK_EXCHANGES):
+            t0 = time.time()
+            self.session.send("t")
+            theirs = self._read("reading its clock")
+            t1 = time.time()
+            if not isinstance(theirs, float | int):
+                raise self.fail(f"reading its clock: it answered {theirs!r}")
+            if best is None or t1 - t0 < best[0]:
+                best = (t1 - t0, float(theirs) - (t0 + t1) / 2)
+        assert best is not None
+        self.facts.clock_offset_s, self.facts.clock_uncertainty_s = round(best[1], 6), round(best[0] / 2, 6)
+        if server is not None:
+            addr, port = server
+            self.session.send(f"connect {addr} {port} {CONNECT_TIMEOUT_S:g}")
+            said = self._read(f"connecting to {addr}:{port}")
+            if not isinstance(said, dict) or not said.get("ok"):
+                why = said.get("error") if isinstance(said, dict) else said
+                raise self.fail(f"cannot reach this machine at {addr}:{port}, where the servers will listen for its "
+                                f"load: {why}")
+        self.session.send(f"end {FREE_SAMPLE_S:g}")
+        free = self._read("reading its idle CPUs")
+        if isinstance(free, dict) and isinstance(free.get("cpus_free"), float | int):
+            self.facts.cpus_free = round(float(free["cpus_free"]), 2)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.session is not None:
+            self.session.close(timeout_s=5.0)
+
+
+def _each(probes: list[_Probe], fn: Callable[[_Probe], None]) -> None:
+    """`fn` on every host at once; the first failure in [hosts]' order is raised once all have answered."""
+    with ThreadPoolExecutor(max_workers=max(1, len(probes)), thread_name_prefix="hostcheck") as pool:
+        futures = [pool.submit(fn, p) for p in probes]
+    for fut in futures:
+        e = fut.exception()
+        if e is not None:
+            raise e
+
+
+def _versions(probes: list[_Probe]) -> None:
+    """Every host's project and Locust as this checkout's."""
+    describe, package = project_version()
+    ours_locust = importlib.metadata.version("locust")  # not `import locust`: that monkey-patches this process
+    for p in probes:
+        ours: str | None
+        theirs: str | None
+        if describe and p.describe:
+            ours, theirs = describe, p.describe
+        else:
+            ours, theirs = package, p.package
+        if ours != theirs:
+            raise p.fail(f"its project is {theirs or 'of no known version'} ({p.host.root}), this checkout's is "
+                         f"{ours or 'of no known version'} ({ROOT}): the load code must be the same on both "
+                         "(check out the same version there)")
+        if p.facts.locust != ours_locust:
+            raise p.fail(f"its Locust is {p.facts.locust}, this machine's {ours_locust}: a Locust master and its "
+                         "workers must be the same version")
+
+
+def _listener(address: str) -> tuple[socket.socket, threading.Thread]:
+    """A listening socket at `address` on a free port, and the thread accepting (and closing) its connections."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, 0))
+    except OSError as e:
+        sock.close()
+        raise HostCheckError(f"this machine cannot listen on {address}, its address as the load hosts see it: {e}") \
+            from None
+    sock.listen(16)
+    sock.settimeout(0.2)
+
+    def accept() -> None:
+        while sock.fileno() != -1:
+            try:
+                conn, _ = sock.accept()
+                conn.close()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    t = threading.Thread(target=accept, name="hostcheck-listen", daemon=True)
+    t.start()
+    return sock, t
+
+
+def check(exp: Experiment) -> Placement:
+    """Every host of the experiment checked (in parallel); the placement, or HostCheckError naming a host."""
+    load = set(exp.load_hosts)
+    probes = [_Probe(h, h.name in load) for h in exp.hosts.values()]
+    try:
+        _each(probes, _Probe.start)
+        _versions(probes)
+        server = next((p.facts.here for p in probes if "load" in p.facts.roles), None)
+        load_probes = [p for p in probes if "load" in p.facts.roles]
+        if load_probes and server is None:
+            raise load_probes[0].fail("its session has no SSH_CONNECTION, so this machine's address as it sees it "
+                                      "is unknown")
+        sock, accepting = _listener(server) if server is not None else (None, None)
+        try:
+            port = sock.getsockname()[1] if sock is not None else 0
+
+            def exchange(p: _Probe) -> None:
+                p.exchange((server, port) if server is not None and "load" in p.facts.roles else None)
+
+            _each(probes, exchange)
+        finally:
+            if sock is not None:
+                sock.close()
+            if accepting is not None:
+                accepting.join(timeout=1)
+    finally:
+        for p in probes:
+            p.close()
+    placement = Placement(server, [p.facts for p in probes])
+    placement.text = placement.describe()
+    return placement
