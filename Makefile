@@ -91,8 +91,8 @@ test-slow: build containers
 	@bash scripts/test.sh slow
 
 # The newcomer's path in a pristine container from the debootstrap base, borrowing only the host's CA bundle:
-# bootstrap (Go from the module proxy), build, then make test's fast suite (FRESH_SUITE=fast, about 25 minutes
-# on 2 cores) or a smoke test (FRESH_SUITE=smoke, as in make test-slow). scripts/fresh_check.py says what it leaves out.
+# bootstrap (Go from the module proxy), build, then make test's fast suite (FRESH_SUITE=fast, about 7 minutes on
+# 2 cores, in make test-slow) or a smoke test (FRESH_SUITE=smoke). scripts/fresh_check.py says what it leaves out.
 FRESH_SUITE ?= fast
 fresh-check: containers
 	$(PY) scripts/fresh_check.py --suite $(FRESH_SUITE)

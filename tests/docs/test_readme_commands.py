@@ -46,6 +46,9 @@ NOT_RUN = {
     "container tests build the same images through xferbench.run.containers.images",
     r"^docker-compose -p xferbench -f deploy/docker-compose\.yml ": "the stack in containers: "
     "tests/deploy/test_compose_stack.py brings it up with these files, loads it and takes it down",
+    r"^make lab-up && \.venv/bin/xferbench run experiments/lab\.toml && make lab-down$": "the lab's default hosts: "
+    "tests/run/test_remote_server.py runs the same shape (xferd-c on one lab host, Locust workers on another) in a "
+    "lab of its own, and tests/lab/test_lab.py brings labs up and down",
 }
 QUICK = (r"^\.venv/bin/xferbench (--help|list)$", r"^build/bin/xferd-(go|c) (--help|--version)$",
          r"^\.venv/bin/python -m loadgen$")

@@ -124,8 +124,16 @@ class Placement:
 
     def describe(self) -> str:
         load = [h.describe() for h in self.hosts if "load" in h.roles]
-        other = [h.describe() for h in self.hosts if "load" not in h.roles]
-        if load:
+        servers = [h.describe() for h in self.hosts if "server" in h.roles]
+        other = [h.describe() for h in self.hosts if not h.roles]
+        if servers:  # [[servers]] host: those groups' servers there, the others (if any) here
+            out = f"servers on {', '.join(servers)} (those of the groups naming them; any other on this machine)"
+            if load:
+                out += (f"; the Locust master on this machine, listening on {self.server_address}; "
+                        f"Locust workers on {', '.join(load)}")
+            else:
+                out += "; the load on this machine"
+        elif load:
             out = (f"servers and the Locust master on this machine, listening on {self.server_address}; "
                    f"Locust workers on {', '.join(load)}")
         else:

@@ -23,7 +23,7 @@ from xferbench.config.model import LOAD_KEYS, Cell, ExperimentError, Limits, Loa
 from xferbench.config.values import LIMIT_KEYS, _as_axis, _table, _unknown
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_GROUP_KEYS = ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image")
+_GROUP_KEYS = ("server", "label", "name", "binary", "args", "flags", "env", "load", "limits", "image", "host")
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class _Group:
     args: tuple[str, ...]
     image: str | None = None
     template: str | None = None  # the group's `name`: a format string of the cell's values
+    host: str | None = None  # the [hosts] name its server runs on (config/hosts.py checks it is declared)
 
 
 def _group_cells(g: dict[str, Any], where: str, base: Load, folder: Path) -> tuple[list[Cell], list[tuple[str, str]]]:
@@ -70,7 +71,10 @@ def _group_cells(g: dict[str, Any], where: str, base: Load, folder: Path) -> tup
     template = g.get("name")
     if template is not None and not isinstance(template, str):
         raise ExperimentError(f'{where}.name = {template!r}: expected a template string like "go-{{pool}}"')
-    group = replace(group, image=image, template=template)
+    host = g.get("host")
+    if host is not None and (not isinstance(host, str) or not host):
+        raise ExperimentError(f'{where}.host = {host!r}: expected the name of a [hosts] table (e.g. host = "app")')
+    group = replace(group, image=image, template=template, host=host)
     axes = [*flag_axes, *env_axes, *limit_axes, *load_axes]
     cells: list[Cell] = []
     aliases: list[tuple[str, str]] = []
@@ -215,7 +219,8 @@ def _cell(group: _Group, axes: list[Axis], combo: tuple[_Value, ...], base: Load
         parse_size(limit_vals["memory"]) if "memory" in limit_vals else None,
     )
     name = _name(group, load, shown, shown_flags, cenv, limit_vals)
-    cell = Cell(name, group.kind, group.binary, cflags, cenv, group.args, load, shown, cell_limits, group.image)
+    cell = Cell(name, group.kind, group.binary, cflags, cenv, group.args, load, shown, cell_limits, group.image,
+                group.host)
     return cell, _name(group, load, canonical, cflags, cenv, limit_vals)
 
 

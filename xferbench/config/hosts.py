@@ -1,4 +1,5 @@
-"""[hosts.NAME] tables and `[load] hosts`: the machines, reached over SSH, that run the load's Locust workers.
+"""[hosts.NAME] tables, `[load] hosts` and `[[servers]] host`: the machines, reached over SSH, that run the load's
+Locust workers or a group's server (xferbench/run/remoteserver.py).
 
     [hosts.gen1]
     ssh = "root@10.77.0.2"          # *required*: user@address, or an alias of your ssh configuration ("lab2")
@@ -8,6 +9,10 @@
 
     [load]
     hosts = ["gen1", "gen2"]        # `processes` Locust workers on each (default 1), the master here
+
+    [[servers]]
+    server = "xferd-c"
+    host = "app"                    # this group's server on [hosts.app]; default: this machine
 
 What is read here is only what the file says; whether SSH works, the host's Python has this project at the same
 version, its clock and CPUs, and whether it reaches the servers, is xferbench/run/hostcheck.py's check, run before
@@ -84,10 +89,14 @@ def check_value(v: Any) -> tuple[str, ...]:
     return out
 
 
-def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, network: bool, backend: str) -> None:
-    """Every [load] hosts name declared, and what a load on other hosts cannot run with yet: the refusal names
-    the key and the cell."""
+def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, network: bool, backend: str,
+                profile: bool = False, soak: bool = False) -> None:
+    """Every [load] hosts and [[servers]] host name declared, and what a load or a server on other hosts cannot run
+    with yet: the refusal names the key and the cell."""
     declared = ", ".join(hosts) or "none"
+    for c in cells:
+        if c.host is not None:
+            _check_server_host(hosts, c, network=network, backend=backend, profile=profile, soak=soak)
     for name in base.hosts:
         if name not in hosts:
             raise ExperimentError(f"load.hosts = {list(base.hosts)!r}: no [hosts.{name}] in this experiment "
@@ -115,3 +124,25 @@ def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, networ
         if c.load.data and c.load.data.startswith("@"):
             raise ExperimentError(f"{where}: load.data = '@FILE' is a file of this machine, which the workers on "
                                   "other hosts would not read; give the request inline")
+
+
+def _check_server_host(hosts: dict[str, Host], c: Cell, *, network: bool, backend: str, profile: bool,
+                       soak: bool) -> None:
+    """`[[servers]] host`: a declared host, and a server the remote runner can start and measure there (a registry
+    server, as a process, measured by the /proc tree its watch reads on the host)."""
+    where = f"servers (cell {c.name!r}): host = {c.host!r}"
+    if c.host not in hosts:
+        raise ExperimentError(f"{where}: no [hosts.{c.host}] in this experiment (declared: {', '.join(hosts) or 'none'})")
+    if c.kind.launcher != "registry":
+        raise ExperimentError(f"{where}: a server on another host is one of the registry's (xferd-go, xferd-c, "
+                              f"bare-echo) for now, not a {c.server} server")
+    if backend != "process":
+        raise ExperimentError(f'{where}: servers in containers (experiment.backend = "{backend}") run on this '
+                              "machine only, for now")
+    if network:
+        raise ExperimentError(f"{where}: [network]'s proxy runs on this machine, in front of a local server; drop "
+                              "one of them")
+    if profile:
+        raise ExperimentError(f"{where}: experiment.profile samples a server on this machine only, for now")
+    if soak:
+        raise ExperimentError(f"{where}: [soak] reads a server on this machine only, for now")

@@ -130,6 +130,7 @@ class Cell:
     axes: dict[str, str]  # the values that distinguish this cell within its group
     limits: Limits = field(default_factory=Limits)  # backend = "docker": the container's cgroup limits
     image: str | None = None  # backend = "docker": the image; None: the server's default image
+    host: str | None = None  # [[servers]] host: the [hosts] name its server runs on; None: this machine
 
     @property
     def server(self) -> str:
@@ -174,6 +175,7 @@ class Cell:
             "load": {k: getattr(self.load, k) for k in LOAD_KEYS if k != "hosts" or self.load.hosts},
             **({"limits": self.limits.to_json()} if self.limits != Limits() else {}),
             **({"image": self.image} if self.image else {}),
+            **({"host": self.host} if self.host else {}),
             **self.kind.config_json(),
         }
 
@@ -277,6 +279,12 @@ class Experiment:
     def load_hosts(self) -> tuple[str, ...]:
         """The hosts some cell's load runs on (`[load] hosts`), in [hosts]' order."""
         used = {h for c in self.cells for h in c.load.hosts}
+        return tuple(h for h in self.hosts if h in used)
+
+    @property
+    def server_hosts(self) -> tuple[str, ...]:
+        """The hosts some cell's server runs on (`[[servers]] host`), in [hosts]' order."""
+        used = {c.host for c in self.cells if c.host}
         return tuple(h for h in self.hosts if h in used)
 
     @property

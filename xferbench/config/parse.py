@@ -85,7 +85,8 @@ def _parse(data: dict[str, Any], default_name: str, folder: Path) -> Experiment:
     network = _network(_table(data["network"], "network")) if "network" in data else None
     hosts = hosts_table.parse_hosts(_table(data.get("hosts", {}), "hosts"), folder)
     cells, aliases = _cells(data.get("servers"), base, folder)
-    hosts_table.check_cells(hosts, base, cells, network=network is not None, backend=meta.backend)
+    hosts_table.check_cells(hosts, base, cells, network=network is not None, backend=meta.backend,
+                            profile=meta.profile, soak="soak" in data)
     baseline = meta_tab.get("baseline", cells[0].name)
     names = {c.name for c in cells}
     if isinstance(baseline, str) and baseline not in names:

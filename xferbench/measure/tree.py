@@ -10,13 +10,15 @@ to know which processes those are:
   descendants from /proc; CPU is their utime + stime in clock ticks (10 ms), plus the children each has
   reaped (cutime + cstime). A child whose parent did not wait for it, or that was re-parented away, is lost:
   the report says which clock a run had.
+- **Elsewhere** (a server on another host, xferbench/run/remoteserver.py): the same /proc tree, read on that host
+  by the server's watch; such a tree is `SampledElsewhere` and gives its own readings.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import psutil
 
@@ -90,8 +92,19 @@ class Sample:
     procs: int
 
 
+@runtime_checkable
+class SampledElsewhere(Protocol):
+    """A tree whose /proc is not this machine's (a server on another host): it reads itself there."""
+
+    def read(self) -> Sample | None:
+        """The tree now, read where it runs; None when no process of it is left (or no answer came)."""
+        ...
+
+
 def sample(tree: Tree) -> Sample | None:
     """The tree now; None when no process of it is left."""
+    if isinstance(tree, SampledElsewhere):
+        return tree.read()
     pids = tree.pids()
     cpu = tree.cpu_s()
     if not pids or cpu is None:

@@ -37,7 +37,7 @@ from xferbench.config import LOADGEN_KEYS, ROOT, Host, Load, drivers, xferload_a
 from xferbench.config.userload import LOCUSTFILE_HOST, option_args
 from xferbench.measure import figures
 from xferbench.measure.scrape import Snapshot, fetch, scrape
-from xferbench.run import remote
+from xferbench.run import remote, remote_watch
 from xferbench.run.process import (
     READY_TIMEOUT_S,
     STOP_GRACE_S,
@@ -146,46 +146,8 @@ class RemoteLoad:
 
 
 # Run on a load host as `PYTHON -X MARKER -c WORKER_WATCH PYTHON -X MARKER -m locust ... --worker ...` from the
-# checkout there. It starts the worker in a process group of its own, the worker's output on stderr (the log here);
-# answers each "stat" line of stdin with the idle and wall seconds of the CPUs it may use (JSON, on stdout); and ends
-# the worker's group (SIGTERM, SIGKILL 5 s later) when stdin closes (the runner closed it, or the ssh session died)
-# or on SIGTERM, SIGHUP or SIGINT. MARKER (an -X option Python ignores) names the run's processes for the backstop.
-WORKER_WATCH = r"""
-import json, os, signal, subprocess, sys, threading, time
-p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=2, start_new_session=True)
-mine = os.sched_getaffinity(0)
-tick = os.sysconf("SC_CLK_TCK")
-def kill(sig):
-    try:
-        os.killpg(p.pid, sig)
-    except OSError:
-        pass
-def end(*_):
-    kill(signal.SIGTERM)
-    t = threading.Timer(5, kill, (signal.SIGKILL,))
-    t.daemon = True
-    t.start()
-for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-    signal.signal(s, end)
-def idle():
-    total = 0.0
-    with open("/proc/stat") as f:
-        for ln in f:
-            w = ln.split()
-            if w and w[0].startswith("cpu") and w[0][3:].isdigit() and int(w[0][3:]) in mine:
-                total += (float(w[4]) + float(w[5])) / tick
-    return total
-def watch():
-    for line in sys.stdin:
-        if line.strip() == "stat":
-            sys.stdout.write(json.dumps({"idle_s": idle(), "t": time.monotonic(), "cpus": len(mine)}) + "\n")
-            sys.stdout.flush()
-    end()
-threading.Thread(target=watch, daemon=True).start()
-code = p.wait()
-kill(signal.SIGKILL)
-sys.exit(code if code >= 0 else 128 - code)
-"""
+# checkout there (xferbench/run/remote_watch.py says what it does): sent as text, standard library only.
+WORKER_WATCH = Path(remote_watch.__file__).read_text()
 WORKER_STAT_TIMEOUT_S = 3.0
 _markers = itertools.count(1)
 
@@ -348,8 +310,9 @@ class LocustGenerator(Generator):
     def _worker_exit(self, w: _Worker) -> str:
         code = w.proc.returncode
         said = remote.last_line("\n".join(w.tail(5)))
-        how = "its ssh session failed" if code == remote.SSH_FAILED else f"exited with status {code}"
-        return f"the Locust workers on {w.lh.host.describe()} {how}" + (f": {said}" if said else "")
+        how = "lost their ssh session" if code == remote.SSH_FAILED else f"exited with status {code}"
+        # The caller adds when ("during the run", "before it was ready"): ssh's own words go in parentheses before it.
+        return f"the Locust workers on {w.lh.host.describe()} {how}" + (f" ({said.rstrip('.')})" if said else "")
 
     def alive(self) -> bool:
         return super().alive() and all(w.alive() for w in self.workers)

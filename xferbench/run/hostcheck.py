@@ -8,6 +8,8 @@ reached over SSH and asked, in one session, by the Python it would run the load 
   half a second), for the placement;
 - its clock against this machine's, NTP-style: this machine's time before and after each of a few exchanges in
   the open session, offset = remote - midpoint of the best (shortest) one, whose half round trip bounds it;
+- for a host a server runs on (`[[servers]] host`), its address as this machine reaches it (its SSH_CONNECTION),
+  where the server will listen (xferbench/run/remoteserver.py);
 - for a host the load runs on (`[load] hosts`), that it connects to the address the servers will listen on: this
   machine's address as the first load host sees it (its SSH_CONNECTION, which is the route's source address),
   where a listener of the check's own waits for the connection.
@@ -27,90 +29,21 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from xferbench.analysis.runmeta import HostFacts, Placement
 from xferbench.config import ROOT, Experiment, Host
-from xferbench.run import remote
+from xferbench.run import remote, remote_probe
 
 CLOCK_EXCHANGES = 7
 CONNECT_TIMEOUT_S = 3.0
 SESSION_TIMEOUT_S = 90.0  # the whole session of one host: ssh, the Python's imports, the exchanges
 FREE_SAMPLE_S = 0.5
 
-# Run on the host as `PYTHON -c PROBE ROOT` from ROOT. Its first line is a JSON object: the facts, or {"error"}.
-# Then it answers each line of stdin: "t" with its clock, "connect ADDR PORT" with {"ok"} or {"error"}, "end" with
-# the idle CPUs over the session (at least FREE_SAMPLE_S), after which it exits.
-PROBE = r"""
-import importlib, json, os, platform, socket, subprocess, sys, time
-root = sys.argv[1]
-mine = os.sched_getaffinity(0)
-def stat():
-    # Each CPU this process may use: (all its time, its idle and iowait time), from /proc/stat.
-    out = {}
-    with open("/proc/stat") as f:
-        for ln in f:
-            w = ln.split()
-            if w and w[0].startswith("cpu") and w[0][3:].isdigit() and int(w[0][3:]) in mine:
-                v = [float(x) for x in w[1:9]]
-                out[w[0]] = (sum(v), v[3] + v[4])
-    return out
-def say(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-t0, s0 = time.monotonic(), stat()
-mods = {}
-for name in ("locust", "loadgen", "xferbench"):
-    try:
-        mods[name] = importlib.import_module(name)
-    except BaseException as e:
-        say({"error": f"cannot import {name}: {type(e).__name__}: {e}".strip()})
-        sys.exit(0)
-def describe():
-    try:
-        r = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=root, capture_output=True, text=True,
-                           timeout=30)
-        return r.stdout.strip() if r.returncode == 0 else None
-    except Exception:
-        return None
-try:
-    from importlib.metadata import version
-    package = version("xferbench")
-except Exception:
-    package = None
-model = None
-try:
-    with open("/proc/cpuinfo") as f:
-        for ln in f:
-            key, _, value = ln.partition(":")
-            if key.strip() in ("model name", "Model", "Hardware") and value.strip():
-                model = value.strip()
-                break
-except OSError:
-    pass
-say({"hostname": platform.node(), "kernel": platform.release(), "cpu_model": model or platform.machine(),
-     "cpus": len(mine), "python": sys.executable, "python_version": platform.python_version(),
-     "locust": getattr(mods["locust"], "__version__", None), "describe": describe(), "package": package,
-     "loadgen": os.path.dirname(mods["loadgen"].__file__), "ssh_connection": os.environ.get("SSH_CONNECTION", "")})
-for line in sys.stdin:
-    word = line.split()
-    if not word:
-        continue
-    if word[0] == "t":
-        say(time.time())
-    elif word[0] == "connect":
-        try:
-            socket.create_connection((word[1], int(word[2])), timeout=float(word[3])).close()
-            say({"ok": True})
-        except OSError as e:
-            say({"error": str(e) or type(e).__name__})
-    elif word[0] == "end":
-        time.sleep(max(0.0, float(word[1]) - (time.monotonic() - t0)))
-        s1 = stat()
-        free = [(s1[c][1] - s0[c][1]) / (s1[c][0] - s0[c][0]) for c in s1 if c in s0 and s1[c][0] > s0[c][0]]
-        say({"cpus_free": sum(free) if free else None})
-        break
-"""
+# Run on the host as `PYTHON -c PROBE ROOT` from ROOT (xferbench/run/remote_probe.py says what it answers): sent as
+# text, since the host may lack xferbench, which is one thing the probe checks.
+PROBE = Path(remote_probe.__file__).read_text()
 
 
 class HostCheckError(RuntimeError):
@@ -134,9 +67,9 @@ def project_version() -> tuple[str | None, str | None]:
 class _Probe:
     """One host's session of the check, its facts as they come."""
 
-    def __init__(self, host: Host, load: bool) -> None:
+    def __init__(self, host: Host, roles: list[str]) -> None:
         self.host = host
-        self.facts = HostFacts(host.name, host.ssh, roles=["load"] if load else [])
+        self.facts = HostFacts(host.name, host.ssh, roles=roles)
         self.describe: str | None = None
         self.package: str | None = None
         self.session: remote.Session | None = None
@@ -292,8 +225,9 @@ def _listener(address: str) -> tuple[socket.socket, threading.Thread]:
 
 def check(exp: Experiment) -> Placement:
     """Every host of the experiment checked (in parallel); the placement, or HostCheckError naming a host."""
-    load = set(exp.load_hosts)
-    probes = [_Probe(h, h.name in load) for h in exp.hosts.values()]
+    roles = {"server": set(exp.server_hosts), "load": set(exp.load_hosts)}
+    probes = [_Probe(h, [role for role, names in roles.items() if h.name in names])
+              for h in exp.hosts.values()]
     try:
         _each(probes, _Probe.start)
         _versions(probes)

@@ -83,8 +83,9 @@ def start(live: Live) -> None:
         raise CellFailed(str(e), e.tail) from None
     server = live.server
     row.ready = server.ready
-    row.pids = {"server": server.pid}
-    row.cpus = {"server": affinity(server.pid)}
+    row.pids = {"server": server.pid}  # on another host ([[servers]] host): its pid there
+    # another host's pid says nothing of this machine's CPUs
+    row.cpus = {"server": affinity(server.pid) if cell.host is None else None}
     if exp.network is not None:
         live.proxy, live.client_addr = network_proxy(exp, cell, server, live.log("toxiproxy"))
         row.network = {**exp.network.to_json(), "proxy": live.client_addr}

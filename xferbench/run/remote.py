@@ -147,3 +147,28 @@ def kill_marked(host: Host, marker: str, timeout_s: float = 20.0) -> None:
     script = (f"pkill -TERM -f {pattern} || exit 0; i=0; while pgrep -f {pattern} >/dev/null && [ $i -lt 20 ]; do "
               f"sleep 0.1; i=$((i + 1)); done; pkill -KILL -f {pattern}; exit 0")
     run(host, ["sh", "-c", script], timeout_s=timeout_s, what="pkill")
+
+
+def sha256(host: Host, path: str) -> str | None:
+    """The SHA-256 of a file on the host (`sha256sum`), None when it has no such file."""
+    r = run(host, ["sh", "-c", 'sha256sum -- "$1" 2>/dev/null || true', "sh", path], what="sha256sum")
+    words = r.stdout.split()
+    return words[0] if words else None
+
+
+def copy(host: Host, local: Path, dest: str, digest: str, timeout_s: float = RUN_TIMEOUT_S) -> None:
+    """`local` to `dest` on the host, executable: written to DEST.part (`cat` over ssh), its SHA-256 checked against
+    `digest`, then renamed, so a copy cut short is never taken for the file."""
+    if (missing := _config_missing(host)) is not None:
+        raise missing
+    part = f"{dest}.part"
+    script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod +x -- "$1"'
+    with open(local, "rb") as f:
+        r = subprocess.run(argv(host, ["sh", "-c", script, "sh", part]), stdin=f, capture_output=True,
+                           timeout=timeout_s, check=False)
+    if r.returncode != 0:
+        raise failure(host, r.returncode, r.stderr.decode(errors="replace"), f"copying {local} to {part}")
+    got = sha256(host, part)
+    if got != digest:
+        raise RemoteError(f"{host.describe()}: the copy of {local} at {part} has SHA-256 {got}, not {digest}")
+    run(host, ["mv", "-f", "--", part, dest], what=f"renaming {part}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xferbench.config import Cell, Experiment, servers
-from xferbench.run import commandserver
+from xferbench.run import commandserver, remoteserver
 from xferbench.run.handle import ServerHandle
 from xferbench.run.live import CellFailed, Live
 from xferbench.run.process import Server, ServerStartError, kill_all
@@ -89,6 +89,8 @@ def _registry_process(live: Live) -> ServerHandle:
     exp, cell = live.exp, live.run.cell
     spec = cell.kind
     assert isinstance(spec, servers.ServerSpec), "a registry kind"
+    if cell.host is not None:
+        return _remote_registry_process(live)
     remote = live.placement.server_address if cell.load.hosts and live.placement is not None else None
     return Server(
         cell.server,
@@ -99,6 +101,17 @@ def _registry_process(live: Live) -> ServerHandle:
         ready_word=spec.ready_word,
         own_cgroup=True,
     )
+
+
+def _remote_registry_process(live: Live) -> ServerHandle:
+    """`[[servers]] host`: the server on that host, over ssh, listening at the host's address as the host check found
+    it (xferbench/run/remoteserver.py)."""
+    exp, cell = live.exp, live.run.cell
+    assert cell.host is not None
+    facts = next((h for h in live.placement.hosts if h.name == cell.host), None) if live.placement else None
+    if facts is None or not facts.address:
+        raise ServerStartError(f"{cell.host}: the host check found no address of it (its SSH_CONNECTION)", [])
+    return remoteserver.start(cell, exp.hosts[cell.host], facts.address, live.log("server"))
 
 
 def _command_process(live: Live) -> ServerHandle:

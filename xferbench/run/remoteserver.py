@@ -1,0 +1,326 @@
+"""A registry server on another host (`[[servers]] host = "NAME"`), started over SSH and measured there.
+
+- **Its binary**: the local binary's path on the host when a file there has the same SHA-256 (a host sharing this
+  filesystem, or the same build installed at the same path); otherwise the local binary copied into a folder of
+  this start's own on the host (`/tmp/xferbench-server-…`, checksum checked; removed when the server stops).
+- **Started** under a watch (remote_server_watch.py, sent as text) in one ssh session: the server in a process
+  group of its own, which the watch ends when the session ends or on a signal; its listeners bound to the host's
+  address as the host check found it, so that the load (here or on other hosts) and the runner's scraper reach
+  them; the cell's env and a marker (XFERBENCH_MARKER, in every process it forks) set there.
+- **Ready** at its ready line, read from the session's stderr (the log here).
+- **Measured** by the watch: each tick's "stat" is the /proc tree of the server on that host (tree.py's ProcTree,
+  read there), and the allocator its `alloc` flag asks for is checked in that host's /proc/PID/maps once ready. No
+  cgroup is made on the host.
+- **Stopped** with SIGTERM then SIGKILL (the watch's "stop GRACE"), its exit status the watch's; as a backstop, a
+  remote pkill of the watch's marker and a kill of every process whose environment carries it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from xferbench.analysis.row import Figures
+from xferbench.config import Cell, Host, servers
+from xferbench.config.command import ALLOC_LIBS
+from xferbench.measure import tree
+from xferbench.run import process, remote, remote_server_watch
+from xferbench.run.process import READY_TIMEOUT_S, STOP_GRACE_S, TAIL_LINES, ServerStartError, parse_ready_line, spawn
+
+# Sent as text: the host needs a Python, not xferbench (xferbench/run/remote_server_watch.py).
+SERVER_WATCH = Path(remote_server_watch.__file__).read_text()
+ANSWER_TIMEOUT_S = 3.0  # a "stat" or "maps" answer, within the runner's one-second tick or a little more
+CLOCK = "the remote /proc process tree on {host} (10 ms ticks; live processes and the children they reaped)"
+_starts = itertools.count(1)
+
+
+def marker() -> str:
+    """A name for one start's processes on the host, unique to this runner and start; of a fixed width, so that no
+    marker is the beginning of another (the backstop's pkill -f matches a part of a command line)."""
+    return f"xferbench-server-{os.getpid():07d}-{next(_starts):06d}"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def place_binary(host: Host, local: str, folder: str) -> tuple[str, bool]:
+    """The path the host runs `local` from, and whether it was copied (into `folder`) rather than found there."""
+    path = Path(local)
+    if not path.is_file():
+        raise ServerStartError(f"{local} does not exist on this machine; run `make build`", [])
+    digest = file_sha256(path)
+    if remote.sha256(host, local) == digest:
+        return local, False
+    dest = f"{folder}/{path.name}"
+    remote.copy(host, path, dest, digest)
+    return dest, True
+
+
+def alloc_lib(alloc: str, mapped: dict[str, list[str]]) -> str | None:
+    """The allocator's library as mapped by a process of the server (glibc: libc itself), or None."""
+    want = ALLOC_LIBS.get(alloc, "libc.so.6")
+    for libs in mapped.values():
+        for lib in libs:
+            if os.path.basename(lib) == want:
+                return lib
+    return None
+
+
+class RemoteTree:
+    """The server's process tree on its host, as its watch reads it (tree.SampledElsewhere)."""
+
+    def __init__(self, server: RemoteServer) -> None:
+        self.server = server
+        self.clock = CLOCK.format(host=server.host.describe())
+
+    def pids(self) -> list[int]:
+        return [self.server.pid]  # the host's pids: never read in this machine's /proc
+
+    def cpu_s(self) -> float | None:
+        s = self.read()
+        return s.cpu_s if s is not None else None
+
+    def read(self) -> tree.Sample | None:
+        t0 = time.time()
+        got = self.server.ask("stat")
+        if not got or not got.get("procs"):
+            return None
+        t = (t0 + time.time()) / 2  # this machine's clock: the windows are cut by it
+        return tree.Sample(t, float(got["cpu_s"]), int(got["rss_bytes"]), int(got["threads"]),
+                           int(got["ctx_switches"]), int(got["page_faults"]), int(got["fds"]), int(got["procs"]))
+
+
+class RemoteServer:
+    """A registry server on `host`, behind one ssh session to its watch: the runner's ServerHandle."""
+
+    def __init__(self, cell: Cell, host: Host, address: str, log_path: Path | None,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        spec = cell.kind
+        assert isinstance(spec, servers.ServerSpec), "a registry kind"
+        self.name, self.host, self.address = cell.server, host, address
+        self.marker = marker()
+        self.folder = f"/tmp/{self.marker}"
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.ready: dict[str, str] = {}
+        self.ready_line = ""
+        self.exit_code: int | None = None
+        self.copied = False
+        self._pid: int | None = None
+        self._answers: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._asking = threading.Lock()
+        self._ready = threading.Event()
+        self._stopped = False
+        self._log: IO[str] | None = open(log_path, "w", encoding="utf-8") if log_path else None
+        try:
+            binary, self.copied = place_binary(host, cell.binary, self.folder)
+            self.proc = spawn(remote.argv(host, self._command(cell, spec, binary)), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except remote.RemoteError as e:
+            self._release()
+            raise ServerStartError(str(e), []) from None
+        except BaseException:
+            self._release()
+            raise
+        self.tree = RemoteTree(self)
+        self._readers = [threading.Thread(target=self._read_answers, daemon=True, name=f"{self.name}-answers"),
+                         threading.Thread(target=self._read_log, daemon=True, name=f"{self.name}-stderr")]
+        for t in self._readers:
+            t.start()
+        try:
+            self._wait_ready(ready_timeout_s)
+            self._check_alloc(cell.flags.get("alloc"))
+        except BaseException:
+            self.stop(grace_s=1.0)
+            raise
+
+    def _command(self, cell: Cell, spec: servers.ServerSpec, binary: str) -> list[str]:
+        """`env` with the cell's variables and the marker, the watch, and the server's command line, its listeners
+        at the host's address (every one: the runner scrapes the metrics listener from here)."""
+        unset = [a for k, v in cell.env.items() if v == "" for a in ("-u", k)]
+        assign = [f"{k}={v}" for k, v in cell.env.items() if v != ""]
+        at = f"[{self.address}]" if ":" in self.address else self.address
+        ports = [f"--{k}-addr={at}:0" for k in spec.ports]
+        argv = [binary, *ports, *(f"--{k}={v}" for k, v in cell.flags.items()), *cell.args]
+        return ["env", *unset, *assign, f"XFERBENCH_MARKER={self.marker}", self.host.python, "-X", self.marker,
+                "-c", SERVER_WATCH, *argv]
+
+    # --- the session's two streams ---
+
+    def _read_answers(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                data = json.loads(raw)
+                if not isinstance(data, dict):
+                    continue
+                if "pid" in data and self._pid is None:
+                    self._pid = int(data["pid"])
+                elif "exit" in data:
+                    self.exit_code = int(data["exit"])
+                else:
+                    self._answers.put(data)
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.tail.append(line)
+            if self._log is not None:
+                with contextlib.suppress(ValueError):
+                    self._log.write(line + "\n")
+                    self._log.flush()
+            if not self._ready.is_set() and (fields := parse_ready_line(line, self._ready_word)) is not None:
+                self.ready, self.ready_line = fields, line
+                self._ready.set()
+
+    @property
+    def _ready_word(self) -> str:
+        return servers.get(self.name).ready_word
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None:
+                self._readers[1].join(timeout=2)
+                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready", list(self.tail))
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"{self.host.describe()}: {self.name} printed no ready line within "
+                                       f"{timeout_s:.0f}s", list(self.tail), timed_out=True)
+        self.ready["host"] = self.host.name
+        if self.copied:
+            self.ready["binary_copied_to"] = self.folder
+
+    def _check_alloc(self, alloc: str | None) -> None:
+        """The allocator the flag asks for, mapped by the server on its host (read there, by the watch)."""
+        if not alloc or alloc == "pool":
+            return
+        got = self.ask("maps")
+        lib = alloc_lib(alloc, got.get("maps", {})) if got else None
+        if lib is None:
+            raise ServerStartError(f"{self.host.describe()}: alloc = {alloc!r}: {ALLOC_LIBS.get(alloc, 'libc')} is "
+                                   f"not mapped by the server (its /proc/PID/maps on {self.host.name})", list(self.tail))
+        self.ready["alloc_lib"] = lib
+
+    def ask(self, what: str) -> dict[str, Any] | None:
+        """The watch's answer to one line ("stat", "maps"), or None (the session gone, or no answer in time)."""
+        with self._asking:
+            while not self._answers.empty():  # a late answer to an earlier question
+                self._answers.get_nowait()
+            if not self._send(what):
+                return None
+            try:
+                return self._answers.get(timeout=ANSWER_TIMEOUT_S)
+            except queue.Empty:
+                return None
+
+    def _send(self, line: str) -> bool:
+        if self.proc.poll() is not None or self.proc.stdin is None:
+            return False
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    # --- the ServerHandle ---
+
+    @property
+    def pid(self) -> int:
+        """Its pid on its host (not a pid of this machine's, except on a lab sharing its pid namespace)."""
+        return self._pid or 0
+
+    def addr(self, key: str) -> str:
+        if key not in self.ready:
+            raise KeyError(f"{self.name}'s ready line has no {key}= address: {self.ready_line!r}")
+        return self.ready[key]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and self.exit_code is None
+
+    def wait(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=min(left, 0.1))
+        return True
+
+    def sample(self) -> None:
+        """Its figures are read by its tree, each tick."""
+
+    def row_figures(self) -> Figures:
+        return {}
+
+    def exit_text(self) -> str:
+        """"on app (root@10.77.0.2): the server exited with status -9", or why the session ended without it (the
+        runner prefixes the server's name)."""
+        if self.exit_code is None and self.proc.poll() is not None:
+            time.sleep(0.2)  # the watch's last line may still be on its way
+        if self.exit_code is not None:
+            return f"on {self.host.describe()}: the server exited with status {self.exit_code}"
+        if self.proc.poll() is None:
+            return f"on {self.host.describe()}: the server is running"
+        said = remote.last_line("\n".join(self.tail))
+        return f"on {self.host.describe()}: ssh session ended (status {self.proc.returncode})" + (f": {said}" if said
+                                                                                                else "")
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, then SIGKILL `grace_s` later (by the watch); the session closed; the backstop; the copied
+        binary removed. Its exit status (None when it is unknown: the session was lost)."""
+        if self._stopped:
+            return self.exit_code
+        self._stopped = True
+        self._send(f"stop {grace_s:g}")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=grace_s + 5)
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        process.stop(self.proc, grace_s=2.0)  # the ssh process here, should it linger
+        for t in self._readers:
+            t.join(timeout=5)
+        self._release()
+        return self.exit_code
+
+    def _release(self) -> None:
+        """The backstop on the host, the start's folder removed there, the log closed."""
+        with contextlib.suppress(remote.RemoteError, ValueError):
+            remote.kill_marked(self.host, self.marker)
+        with contextlib.suppress(remote.RemoteError):  # each on its own: a host gone fails all, one at a time
+            remote.run(self.host, ["sh", "-c", _KILL_BY_ENVIRON, "sh", self.marker], what="kill by environment")
+        with contextlib.suppress(remote.RemoteError):
+            remote.run(self.host, ["rm", "-rf", "--", self.folder], what=f"removing {self.folder}")
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+# Every process whose environment carries the start's marker (what the server forked, should the watch have been
+# killed outright): SIGKILL. The environ files are read with grep -z; a process that exits meanwhile is skipped.
+_KILL_BY_ENVIRON = ('for e in /proc/[0-9]*/environ; do p=${e#/proc/}; p=${p%/environ}; '
+                    '[ "$p" = "$$" ] && continue; '
+                    'grep -qzx "XFERBENCH_MARKER=$1" "$e" 2>/dev/null && kill -9 "$p" 2>/dev/null; done; exit 0')
+
+
+def start(cell: Cell, host: Host, address: str, log_path: Path | None) -> RemoteServer:
+    """The cell's server on `host`, listening at `address` (its address as the host check found it)."""
+    return RemoteServer(cell, host, address, log_path)
+
