@@ -17,86 +17,30 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.runs import ROOT, processes_mentioning, xferbench_run
+from tests.support.lab import Lab, experiment, two_hosts_up
+from tests.support.runs import ROOT, xferbench_run
 from xferbench import config as xe
 from xferbench.analysis.row import RunRow
 from xferbench.run import hostcheck, lifecycle
 
-LAB = ROOT / "scripts" / "lab.sh"
 MARKER = "xferbench-worker-"  # in the command line of every Locust worker the runner starts on a host
 
 
-@dataclass(frozen=True)
-class Lab:
-    name: str
-    net: str
-    dir: Path
-
-    def host(self, i: int) -> str:
-        return f"{self.name}{i}"
-
-    def addr(self, i: int) -> str:
-        return f"{self.net}.{1 + i}"
-
-    def namespace_processes(self, i: int) -> list[str]:
-        """Every process in host i's network namespace, as "pid: command line"."""
-        r = subprocess.run(["ip", "netns", "pids", self.host(i)], capture_output=True, text=True, timeout=10,
-                           check=True)
-        out = []
-        for pid in r.stdout.split():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            except OSError:
-                continue
-            out.append(f"{pid}: {cmd}")
-        return out
-
-    def left_over(self) -> list[str]:
-        """What runs on the lab's hosts besides their sshd (the listener, and the session of a check in flight)."""
-        return [p for i in (1, 2) for p in self.namespace_processes(i) if not p.split(": ", 1)[1].startswith("sshd")]
-
-
-def _lab_sh(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(LAB), *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    m = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
-    worker = int(m[1]) if m else 0
-    lab = Lab(f"hk{worker}a", f"10.78.{100 + worker % 150}", tmp_path_factory.mktemp("hosts") / "lab")
-    try:
-        up = _lab_sh("up", "--name", lab.name, "--net", lab.net, "--hosts", "2", "--dir", str(lab.dir), "--force")
-        assert up.returncode == 0, f"scripts/lab.sh up: {up.stdout}{up.stderr}"
+    with two_hosts_up("hk", 78, tmp_path_factory) as lab:
         yield lab
-    finally:
-        down = _lab_sh("down", "--name", lab.name, "--dir", str(lab.dir))
-        assert down.returncode == 0, f"scripts/lab.sh down: {down.stdout}{down.stderr}"
-
-
-def experiment(lab: Lab, tmp_path: Path, hosts: str, load: str = "", servers: str = 'server = "xferd-go"\n') -> Path:
-    """An experiment file in a folder beside the lab's, its ssh_config given relative to it (as every path of an
-    experiment is read); `hosts` the [hosts.*] tables (their ssh_config added), `load` the [load] keys."""
-    folder = tmp_path / "experiments"
-    folder.mkdir(exist_ok=True)
-    config = os.path.relpath(lab.dir / "ssh_config", folder)
-    tables = re.sub(r"^(\[hosts\.[^]]+\])$", rf'\1\nssh_config = "{config}"', hosts, flags=re.M)
-    path = folder / "hosts.toml"
-    path.write_text('[experiment]\nname = "hosts"\nrepeats = 1\nduet = false\nwarmup_s = 1\n'
-                    f'{tables}\n[load]\n{load}\n[[servers]]\n{servers}')
-    return path
-
 
 def hosts_check(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "xferbench", "hosts", "check", str(path)], cwd=ROOT,
@@ -201,8 +145,7 @@ def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path)
            f"workers on gen1 ({lab.addr(1)}: " in summary, summary
     assert f"gen2 ({lab.addr(2)}: " in summary
     assert "<b>Placement</b>" in (out / "report.html").read_text()
-    # Here, the runner's ssh sessions name the lab's ssh_config: this lab's alone, whatever else runs beside.
-    assert lab.left_over() == [] and processes_mentioning(str(lab.dir / "ssh_config")) == []
+    assert lab.left_over() == [] and lab.sessions_here() == []
 
 
 def test_no_worker_is_left_when_the_runner_is_killed(lab: Lab, tmp_path: Path) -> None:
@@ -223,11 +166,7 @@ def test_no_worker_is_left_when_the_runner_is_killed(lab: Lab, tmp_path: Path) -
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=30)
-    deadline = time.monotonic() + 20
-    sessions = str(lab.dir / "ssh_config")  # in the runner's ssh sessions' command lines, and no other lab's
-    while lab.left_over() or processes_mentioning(sessions):
-        assert time.monotonic() < deadline, f"left after 20 s: {lab.left_over()} {processes_mentioning(sessions)}"
-        time.sleep(0.2)
+    lab.wait_nothing_left(20)
 
 
 def test_a_saturated_load_host_is_named_in_the_warnings() -> None:

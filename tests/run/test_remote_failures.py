@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.run.test_hosts import MARKER, Lab, _lab_sh, experiment
+from tests.run.test_hosts import MARKER
+from tests.support.lab import Lab, experiment, two_hosts_up
 from tests.support.runs import ROOT, processes_mentioning
 from xferbench.measure.scrape import fetch, scrape
 
@@ -44,16 +45,8 @@ GONE_DEADLINE_S = 20.0  # for the run's processes to vanish, here and on the lab
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    m = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
-    worker = int(m[1]) if m else 0
-    lab = Lab(f"rf{worker}a", f"10.80.{100 + worker % 150}", tmp_path_factory.mktemp("failures") / "lab")
-    try:
-        up = _lab_sh("up", "--name", lab.name, "--net", lab.net, "--hosts", "2", "--dir", str(lab.dir), "--force")
-        assert up.returncode == 0, f"scripts/lab.sh up: {up.stdout}{up.stderr}"
+    with two_hosts_up("rf", 80, tmp_path_factory) as lab:
         yield lab
-    finally:
-        down = _lab_sh("down", "--name", lab.name, "--dir", str(lab.dir))
-        assert down.returncode == 0, f"scripts/lab.sh down: {down.stdout}{down.stderr}"
 
 
 def ssh(lab: Lab, i: int, command: str) -> subprocess.CompletedProcess[str]:
@@ -86,16 +79,6 @@ def finish(runner: subprocess.Popen[str]) -> tuple[int, str]:
         pytest.fail(f"xferbench run did not end within {EXIT_DEADLINE_S:g} s:\n{output[-3000:]}")
     return runner.returncode, output
 
-
-def nothing_left(lab: Lab) -> None:
-    """No process of the run on either host (but their sshd) nor here (the runner's ssh sessions name this lab's
-    ssh_config), within GONE_DEADLINE_S."""
-    deadline = time.monotonic() + GONE_DEADLINE_S
-    sessions = str(lab.dir / "ssh_config")
-    while lab.left_over() or processes_mentioning(sessions):
-        assert time.monotonic() < deadline, \
-            f"left after {GONE_DEADLINE_S:g} s: {lab.left_over()} {processes_mentioning(sessions)}"
-        time.sleep(0.2)
 
 
 def rows(run_dir: Path) -> list[dict[str, object]]:
@@ -132,7 +115,7 @@ def test_ctrl_c_mid_run_leaves_nothing_on_the_hosts(lab: Lab, tmp_path: Path) ->
         assert "Traceback" not in output, output
         (row,) = rows(tmp_path / "run")
         assert row["status"] == "interrupted" and row["error"] == "stopped by Ctrl-C / SIGTERM", row
-        nothing_left(lab)
+        lab.wait_nothing_left(GONE_DEADLINE_S)
         r = ssh(lab, 1, f"ls -d {COPIED}* 2>/dev/null; true")
         assert r.returncode == 0 and r.stdout == "", (r.stdout, r.stderr)  # the copy's folder removed
     finally:
@@ -217,4 +200,4 @@ def test_a_load_host_that_dies_mid_run_fails_its_cells_naming_it(lab: Lab, tmp_p
         assert f"the Locust workers on {gen2} lost their ssh session (ssh: connect to host {lab.addr(2)} port 22: " \
                in reason and reason.endswith(") before it was ready"), reason
         assert " ".join(reason.split()) in said, output
-    nothing_left(lab)
+    lab.wait_nothing_left(GONE_DEADLINE_S)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.run.test_hosts import Lab, _lab_sh, experiment
-from tests.support.runs import ROOT, processes_mentioning, xferbench_run
+from tests.support.lab import Lab, experiment, two_hosts_up
+from tests.support.runs import ROOT, xferbench_run
 from xferbench import config as xe
 from xferbench.run import hostcheck, remoteserver
 
@@ -39,17 +38,8 @@ XFERD_C = ROOT / "build" / "bin" / "xferd-c"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    m = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
-    worker = int(m[1]) if m else 0
-    lab = Lab(f"rs{worker}a", f"10.79.{100 + worker % 150}", tmp_path_factory.mktemp("remote") / "lab")
-    try:
-        up = _lab_sh("up", "--name", lab.name, "--net", lab.net, "--hosts", "2", "--dir", str(lab.dir), "--force")
-        assert up.returncode == 0, f"scripts/lab.sh up: {up.stdout}{up.stderr}"
+    with two_hosts_up("rs", 79, tmp_path_factory) as lab:
         yield lab
-    finally:
-        down = _lab_sh("down", "--name", lab.name, "--dir", str(lab.dir))
-        assert down.returncode == 0, f"scripts/lab.sh down: {down.stdout}{down.stderr}"
-
 
 def hosts(lab: Lab) -> str:
     return f'[hosts.app]\nssh = "{lab.host(1)}"\n[hosts.gen]\nssh = "{lab.host(2)}"\n'
@@ -72,15 +62,6 @@ def ssh(lab: Lab, i: int, command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ssh", "-F", str(lab.dir / "ssh_config"), lab.host(i), command], capture_output=True,
                           text=True, timeout=30, stdin=subprocess.DEVNULL)
 
-
-def nothing_left(lab: Lab) -> None:
-    """No process of the run on either host (but their sshd) nor here (the runner's ssh sessions name this lab's
-    ssh_config, whatever other labs run beside), within 20 s."""
-    deadline = time.monotonic() + 20
-    sessions = str(lab.dir / "ssh_config")  # in the runner's ssh sessions' command lines, and no other lab's
-    while lab.left_over() or processes_mentioning(sessions):
-        assert time.monotonic() < deadline, f"left after 20 s: {lab.left_over()} {processes_mentioning(sessions)}"
-        time.sleep(0.2)
 
 
 def test_a_quick_run_with_the_server_on_a_lab_host(lab: Lab, tmp_path: Path) -> None:
@@ -108,7 +89,7 @@ def test_a_quick_run_with_the_server_on_a_lab_host(lab: Lab, tmp_path: Path) -> 
     summary = (out / "summary.md").read_text()
     assert f"- **Placement**: servers on app ({lab.addr(1)}: " in summary, summary
     assert f"Locust workers on gen ({lab.addr(2)}: " in summary, summary
-    nothing_left(lab)
+    lab.wait_nothing_left(20)
 
 
 def xferd_c_pids(lab: Lab) -> list[int]:
@@ -143,7 +124,7 @@ def test_a_server_killed_mid_run_fails_its_cell_naming_the_host(lab: Lab, tmp_pa
     reason = str(failed[0]["error"])
     assert f"xferd-c on app ({lab.host(1)}): the server exited with status -9 during the run" in reason, reason
     assert [row["status"] for row in got if row is not failed[0]] == ["ok"], got
-    nothing_left(lab)
+    lab.wait_nothing_left(20)
 
 
 def test_a_binary_the_host_lacks_is_copied_checked_and_removed(lab: Lab, tmp_path: Path) -> None:
@@ -178,7 +159,7 @@ def test_a_binary_the_host_lacks_is_copied_checked_and_removed(lab: Lab, tmp_pat
         assert ssh(lab, 1, f"cat {binary}").stdout == "other\n"  # the host's own file untouched
     finally:
         ssh(lab, 1, f"umount {folder}")
-    nothing_left(lab)
+    lab.wait_nothing_left(20)
 
 
 
@@ -214,7 +195,7 @@ def test_the_server_hosts_sshd_gone_fails_its_cells_naming_the_host(lab: Lab, tm
     first, second = (str(row["error"]) for row in got)
     assert f"xferd-c on app ({lab.host(1)}): ssh session ended (status 255)" in first, first
     assert second.startswith(f"app ({lab.host(1)}): ssh: connect to host {lab.addr(1)} port 22: "), second
-    nothing_left(lab)
+    lab.wait_nothing_left(20)
 
 
 @pytest.mark.parametrize(("extra", "top", "said"), [
