@@ -4,9 +4,9 @@ A container from the project's debootstrap base (Debian bookworm minbase: no com
 packages, no Prometheus) receives the checkout as a clone would hold it (the files git tracks, plus new files it
 does not ignore) and runs `scripts/bootstrap.sh`, `make build` and then a suite:
 
-- `fast` (`make fresh-check`, in `make test-slow`): `make test`'s fast suite, every phase of scripts/test.sh (what `make test` runs
-  after `make containers`, which needs an engine inside the container), less the tests that need what a
-  unprivileged container cannot have (NOT_IN_A_CONTAINER below, each with its reason: a container
+- `fast` (`make fresh-check`, in `make test-slow`): `make test`'s fast suite, every phase of scripts/test.sh
+  (what `make test` runs after `make containers`, which needs an engine inside the container), less the tests
+  that need what an unprivileged container cannot have (NOT_IN_A_CONTAINER below, each with its reason: a container
   engine, network namespaces, a cgroup of its own, perf, ptrace, a git checkout);
 - `smoke` (FRESH_SUITE=smoke, a quick look): `make demo` and the unit tests of the generated code, the vectors,
   the statistics and the experiment files.

@@ -115,6 +115,7 @@ def _rows(run_dir: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # a whole run across lab hosts (see test_remote_server.py)
 def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path) -> None:
     """xferd-go here, listening on the lab's bridge; Locust's master here, a worker on each of two lab hosts."""
     path = experiment(lab, tmp_path, two_hosts(lab), 'hosts = ["gen1", "gen2"]\nusers = 4\nrate = "40"\n'
@@ -148,6 +149,7 @@ def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path)
     assert lab.left_over() == [] and lab.sessions_here() == []
 
 
+@pytest.mark.slow  # a whole run across lab hosts (see test_remote_server.py)
 def test_no_worker_is_left_when_the_runner_is_killed(lab: Lab, tmp_path: Path) -> None:
     """SIGKILL leaves the runner no time to stop anything: its ssh sessions die with it (the parent-death signal),
     and each host's watch then ends its workers."""

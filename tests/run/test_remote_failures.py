@@ -43,6 +43,11 @@ EXIT_DEADLINE_S = 60.0  # from the signal (or the host's death) to the runner's 
 GONE_DEADLINE_S = 20.0  # for the run's processes to vanish, here and on the lab
 
 
+# Whole runs across lab hosts, each pinned to a CPU the other test worker's servers share: in make test-slow, so
+# that make test keeps its budget and its rate checks their CPUs.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with two_hosts_up("rf", 80, tmp_path_factory) as lab:

@@ -36,6 +36,11 @@ MARKER = "xferbench-server-"  # in the command line of every server watch, and t
 XFERD_C = ROOT / "build" / "bin" / "xferd-c"
 
 
+# Whole runs across lab hosts, each pinned to a CPU the other test worker's servers share: in make test-slow, so
+# that make test keeps its budget and its rate checks their CPUs.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with two_hosts_up("rs", 79, tmp_path_factory) as lab:
