@@ -43,6 +43,11 @@ def test_an_old_row_loads_and_writes_back_every_key_it_had() -> None:
     assert RunRow.from_json(json.loads(json.dumps(out))) == row
 
 
+def test_a_row_of_an_older_writer_keeps_its_bounds_under_todays_name() -> None:
+    row = RunRow.from_json({**OLD_OK, "quantile_bounds": {"server_p95_s": 0.005}})
+    assert row.bounds == {"server_p95_s": 0.005} and "quantile_bounds" not in row.extra
+
+
 def test_a_failed_row_keeps_its_error() -> None:
     row = RunRow.from_json(OLD_FAILED)
     assert not row.ok and row.status == "failed" and row.stderr_tail == ["xferd-c: error: --alloc nope"]

@@ -52,3 +52,39 @@ def test_the_tree_window_gives_only_what_its_samples_measured() -> None:
     assert (two.cpu_s, two.span_s) == (1.0, 2.0)
     assert two.figures == {"rss_peak_bytes": 300, "proc_threads_peak": 4, "proc_fds_peak": 9, "procs_peak": 2,
                            "rss_mean_bytes": 200.0, "proc_ctx_switches_per_s": 10.0, "proc_page_faults_per_s": 20.0}
+
+
+TICK_S = 0.01  # /proc's clock step (USER_HZ)
+
+
+def _ticked(cpu_s: float, procs: int = 1) -> Window:
+    """A window read from /proc: its CPU known to within a step per process and one for the reaped children."""
+    return Window({"procs_peak": procs}, cpu_s, 10.0, TICK_S * (procs + 1))
+
+
+def test_the_tree_window_states_what_its_clocks_step_can_make_its_cpu_wrong_by() -> None:
+    a, b = Sample(5.0, 1.0, 100, 3, 10, 20, 7, 1), Sample(7.0, 1.5, 100, 3, 10, 20, 7, 3)
+    assert window_figures([a, b], 0.0, 10.0).cpu_error_s is None  # a nanosecond clock
+    assert window_figures([a, b], 0.0, 10.0, TICK_S).cpu_error_s == TICK_S * 4  # 3 processes and their children
+
+
+def test_cpu_under_two_steps_of_a_tick_clock_is_a_bound_never_zero() -> None:
+    measured = {"server_requests": 400, "client_requests": 400, "client_bytes_per_s": float(1 << 20),
+                "bounds": {"server_p95_s": 1e-5}}
+    out, _ = figures.cost_figures(_ticked(0.0), measured, CLOCK)
+    for key in ("server_cpu_cores", "server_cpu_per_request_s", "server_cpu_per_op_s", "server_cpu_per_gib_s"):
+        assert out[key] is None, key  # not 0: a light server is not free
+    bounds = out["bounds"]
+    assert bounds["server_cpu_per_request_s"] == 0.02 / 400 and bounds["server_cpu_cores"] == 0.02 / 10.0
+    assert bounds["server_cpu_per_gib_s"] == 0.02 / (10.0 / 1024)  # 10 MiB moved in the window
+    assert bounds["server_p95_s"] == 1e-5  # the quantile's bound kept beside them
+    # 3 ticks against an error of 2: within half of it, still a bound (the value plus its error).
+    out, _ = figures.cost_figures(_ticked(0.03), measured, CLOCK)
+    assert out["server_cpu_per_request_s"] is None and out["bounds"]["server_cpu_per_request_s"] == 0.05 / 400
+
+
+def test_cpu_of_many_ticks_is_a_value() -> None:
+    out, _ = figures.cost_figures(_ticked(0.04), {"server_requests": 400}, CLOCK)
+    assert out["server_cpu_per_request_s"] == 0.04 / 400 and "bounds" not in out
+    out, _ = figures.cost_figures(Window({}, 0.0, 10.0, None), {"server_requests": 400}, CLOCK)
+    assert out["server_cpu_per_request_s"] == 0.0 and "bounds" not in out  # a nanosecond clock's 0 is a value

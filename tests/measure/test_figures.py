@@ -83,7 +83,7 @@ def test_server_quantiles_under_the_first_bucket_are_none_with_their_bound() -> 
          parse_text(expo(1, 500, 0, {0.001: 500}, 10e6, 0, 0.1), t=102.0)]
     f = figures.server_figures(s, s)
     assert f["server_p95_s"] is None and f["server_p99_s"] is None
-    assert f["quantile_bounds"] == {"server_p95_s": 0.001, "server_p99_s": 0.001}
+    assert f["bounds"] == {"server_p95_s": 0.001, "server_p99_s": 0.001}
 
 
 def test_server_figures_over_window() -> None:
@@ -93,7 +93,7 @@ def test_server_figures_over_window() -> None:
     assert f["server_errors"] == 10
     # Window latencies: 400 in ≤1 ms, 400 in (1,2] ms, 100 in (2,5] ms → P95 inside (2, 5] ms.
     assert 0.002 < f["server_p95_s"] <= 0.005
-    assert "quantile_bounds" not in f  # resolved: no bound recorded
+    assert "bounds" not in f  # resolved: no bound recorded
     assert f["rss_peak_bytes"] == 30e6 and f["rss_mean_bytes"] == 25e6
     assert f["gc_pauses"] == 10 and f["gc_pause_total_s"] == pytest.approx(0.001)
     assert f["server_cpu_cores"] == pytest.approx(0.5)

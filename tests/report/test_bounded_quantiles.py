@@ -1,5 +1,5 @@
 """A latency quantile its histogram cannot resolve is shown as its bound ("≤ 5.00 ms") and never judged
-(RunRow.quantile_bounds, xferbench/analysis/summary.py, xferbench/report/fmt.py)."""
+(RunRow.bounds, xferbench/analysis/summary.py, xferbench/report/fmt.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ BOUND = {"server_p95_s": 0.005, "server_p99_s": 0.005}
 def _rows() -> list[RunRow]:
     return [
         RunRow(cell, "command", "grpc", repeat=r + 1, pair=f"r{r + 1}", server_cpu_per_request_s=cpu * j,
-               quantile_bounds=dict(BOUND))
+               bounds=dict(BOUND))
         for cell, cpu in (("a", 4e-4), ("b", 4.2e-4))
         for r, j in enumerate((1.0, 1.02, 0.97))
     ]

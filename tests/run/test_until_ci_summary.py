@@ -175,7 +175,7 @@ def test_summary_csv_matches_figures_computed_by_hand(run_dir: Path) -> None:
         """pair key → value, of the cell's completed runs that measured the metric; none when some run could only
         bound it (a server latency under its histogram's first bucket: the cell's figure is then that bound)."""
         runs = [r for r in rows if r["cell"] == cell]
-        if any(metric in (r.get("quantile_bounds") or {}) for r in runs):
+        if any(metric in (r.get("bounds") or {}) for r in runs):
             return {}
         return {r["pair"] or f"r{r['repeat']}": float(r[metric]) for r in runs if r.get(metric) is not None}
 

@@ -92,7 +92,7 @@ def test_etcds_own_counter_and_histogram_give_the_server_figures(tmp_path: Path)
     assert row["server_qps"] * row["duration_s"] == pytest.approx(served, rel=0.2), row  # the same 3 s, give or take ms
     # The histogram mapped: latency percentiles from etcd's own buckets, or, where a quantile lies in its first
     # bucket (5 ms: etcd answers a Range in well under that), that bucket's bound instead of an invented value.
-    bounds = row.get("quantile_bounds") or {}
+    bounds = row.get("bounds") or {}
     for q in ("server_p95_s", "server_p99_s"):
         assert (row[q] is None) == (q in bounds), row
         assert (0 < row[q] < 1) if row[q] is not None else bounds[q] == 0.005, row

@@ -82,9 +82,11 @@ class RunRow:
     server_qps: float | None = None
     server_p95_s: float | None = None
     server_p99_s: float | None = None
-    # A latency quantile the server's histogram cannot resolve (it lies in the first bucket): its figure is None and
-    # here is the bucket's bound, which the reports show as "≤ bound" (xferbench/measure/scrape.first_bucket_bound).
-    quantile_bounds: dict[str, float] | None = None
+    # A figure the run could not resolve, only bound: its field is None and here is the most it can be, which the
+    # reports show as "≤ bound" and never judge. A latency quantile in the server histogram's first bucket
+    # (xferbench/measure/scrape.first_bucket_bound); the CPU figures when the window's CPU is under two steps of its
+    # clock (/proc's 10 ms ticks; xferbench/measure/figures.py cost_figures).
+    bounds: dict[str, float] | None = None
     server_errors: float | None = None
     server_cpu_cores: float | None = None
     server_bytes_per_s: float | None = None
@@ -208,6 +210,7 @@ class RunRow:
         status = data.get("status", "ok")
         if status not in STATUSES:
             raise ValueError(f"row of cell {data['cell']!r}: status {status!r} is not one of {', '.join(STATUSES)}")
+        data = {RENAMED.get(k, k): v for k, v in data.items()}
         known = {k: v for k, v in data.items() if k in FIELD_NAMES}
         for k in NOT_NULL:  # an older writer may have written null where this one keeps an empty value
             if known.get(k, 0) is None:
@@ -253,7 +256,7 @@ class Figures(TypedDict, total=False):
     server_qps: float | None
     server_p95_s: float | None
     server_p99_s: float | None
-    quantile_bounds: dict[str, float] | None
+    bounds: dict[str, float] | None
     server_errors: float | None
     server_cpu_cores: float | None
     server_bytes_per_s: float | None
@@ -322,6 +325,8 @@ class Figures(TypedDict, total=False):
     capacity_steps: list[dict[str, Any]] | None
 
 
+# Fields an older writer named otherwise: its name → today's.
+RENAMED = {"quantile_bounds": "bounds"}
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunRow) if f.name != "extra")
 FIGURE_NAMES: tuple[str, ...] = tuple(Figures.__annotations__)
 REQUIRED = ("cell", "server", "transport")

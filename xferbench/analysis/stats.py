@@ -87,7 +87,7 @@ class Estimate:
     center: float | None  # geometric mean (arithmetic mean when a value is <= 0)
     lo: float | None  # None: no CI
     hi: float | None
-    # No value, but every run's was at most this: a quantile under its histogram's first bucket (RunRow.quantile_bounds)
+    # No value, but every run's was at most this (RunRow.bounds: an unresolved quantile, or CPU under its clock's step)
     bound: float | None = None
 
     @property

@@ -172,10 +172,10 @@ def _cells(meta: RunMeta, rows: list[RunRow]) -> dict[str, CellSummary]:
 
 
 def _bound(rows: list[RunRow], c: CellSummary, metric: str) -> float | None:
-    """When some completed run of the cell could not resolve the figure (RunRow.quantile_bounds), the most any
+    """When some completed run of the cell could not resolve the figure (RunRow.bounds), the most any
     run's could be: the largest of its bounds and of the other runs' values. Otherwise None."""
     ok = [r for r in rows if r.ok and r.cell == c.name]
-    bounds = [r.quantile_bounds[metric] for r in ok if r.quantile_bounds and metric in r.quantile_bounds]
+    bounds = [r.bounds[metric] for r in ok if r.bounds and metric in r.bounds]
     return max([*bounds, *c.values.get(metric, [])]) if bounds else None
 
 

@@ -58,7 +58,7 @@ def _hq(a: Snapshot, b: Snapshot, name: str, q: float, pred: LabelTest | None = 
 def _resolved_quantiles(a: Snapshot, b: Snapshot, name: str, pred: LabelTest | None,
                         wanted: dict[Literal["server_p95_s", "server_p99_s"], float]) -> Figures:
     """The server's latency quantiles from its histogram, each with its value, or None and its bound in
-    quantile_bounds when it lies in the first bucket (scrape.first_bucket_bound): a user's histogram may start
+    `bounds` when it lies in the first bucket (scrape.first_bucket_bound): a user's histogram may start
     at 5 ms, where an interpolated P95 of a 200 µs call would read 4.75 ms."""
     buckets = bucket_delta(a.buckets(name, pred), b.buckets(name, pred))
     out: Figures = {}
@@ -69,7 +69,7 @@ def _resolved_quantiles(a: Snapshot, b: Snapshot, name: str, pred: LabelTest | N
         if bound is not None:
             bounds[key] = bound
     if bounds:
-        out["quantile_bounds"] = bounds
+        out["bounds"] = bounds
     return out
 
 
@@ -363,13 +363,38 @@ SELF_CPU_TOLERANCE = 0.05
 SELF_CPU_TOLERANCE_S = 0.04
 
 
+# The tree's CPU in a window is a value when the clock's step can make it wrong by at most half of it; below that
+# (xferbench/measure/tree.py Window.cpu_error_s) it is only bounded.
+RESOLVED_STEPS = 2.0
+CpuFigure = Literal["server_cpu_cores", "server_cpu_per_request_s", "server_cpu_per_op_s", "server_cpu_per_gib_s"]
+
+
+def _bound_cpu(out: Figures, measured: Figures, tree: TreeWindow, requests: float | None, client: float | None,
+               rate: float | None) -> None:
+    """The CPU figures as bounds, each the most it can be given the clock's step, in place of their values."""
+    assert tree.cpu_error_s is not None and tree.span_s
+    most = (tree.cpu_s or 0.0) + tree.cpu_error_s
+    divisors: dict[CpuFigure, float | None] = {"server_cpu_cores": tree.span_s, "server_cpu_per_request_s": requests,
+        "server_cpu_per_op_s": client, "server_cpu_per_gib_s": rate * tree.span_s / (1 << 30) if rate else None}
+    bounds = dict(measured.get("bounds") or {})
+    for key, divisor in divisors.items():
+        out[key] = None
+        if divisor:
+            bounds[key] = most / divisor
+    out["bounds"] = bounds
+
+
 def cost_figures(tree: TreeWindow, measured: Figures, clock: str) -> tuple[Figures, list[str]]:
     """What the server's whole process tree cost over the window (xferbench/measure/tree.py's window figures),
     by the tree's clock, in place of what the server says of its own process: CPU cores; CPU per request over the
     server's own count where it keeps one (`measured`'s server_requests), else the client's (`cpu_requests_from`
     says which); CPU per client operation, always the client's count; CPU per GiB moved; and the server's own
     process_cpu_seconds_total as a cross-check (`cpu_selfreport_ratio`, warned about when a one-process server
-    disagrees beyond the tolerance). With the figures, what the row's warnings must say."""
+    disagrees beyond the tolerance). With the figures, what the row's warnings must say.
+
+    Where the clock's ticks cannot resolve the window's CPU (a light server, on /proc's 10 ms ticks), the CPU
+    figures are not values but bounds (`bounds`, shown "≤ X" and never judged): a figure of 0, or one off by more
+    than half, would rank servers by the clock's step."""
     out = tree.figures.copy()
     warnings: list[str] = []
     cpu, span = tree.cpu_s, tree.span_s
@@ -386,6 +411,8 @@ def cost_figures(tree: TreeWindow, measured: Figures, clock: str) -> tuple[Figur
     out["server_cpu_per_op_s"] = cpu / client if client else None
     rate = measured.get("server_bytes_per_s") or measured.get("client_bytes_per_s")
     out["server_cpu_per_gib_s"] = cpu / (rate * span / (1 << 30)) if rate else None
+    if tree.cpu_error_s is not None and cpu < RESOLVED_STEPS * tree.cpu_error_s:
+        _bound_cpu(out, measured, tree, requests, client, rate)
     if own is not None and cores > 0:
         out["cpu_selfreport_ratio"] = own / cores
         alone = tree.figures.get("procs_peak") == 1

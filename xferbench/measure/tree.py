@@ -16,6 +16,7 @@ to know which processes those are:
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -78,6 +79,12 @@ class ProcTree:
         return total if seen else None
 
 
+def cpu_step_s(t: Tree) -> float | None:
+    """The step of the tree's CPU clock: None for a cgroup's nanoseconds; /proc's clock tick for a tree read from
+    /proc, here or on another host (USER_HZ, which /proc reports in: 100 per second on every Linux)."""
+    return None if isinstance(t, CgroupTree) else 1 / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class Sample:
     """One reading of the whole tree."""
@@ -130,16 +137,19 @@ def sample(tree: Tree) -> Sample | None:
 class Window:
     """What the whole tree did over a window: `figures`, the RunRow fields it measured (a figure its samples
     cannot give is left out, so that the server's own figure of that name stands); `cpu_s`, its CPU seconds in
-    the window by the tree's clock, over `span_s`, the samples' own span (None without two samples in it)."""
+    the window by the tree's clock, over `span_s`, the samples' own span (None without two samples in it);
+    `cpu_error_s`, the most its clock's step can make cpu_s wrong by (None: a nanosecond clock)."""
 
     figures: Figures
     cpu_s: float | None = None
     span_s: float | None = None
+    cpu_error_s: float | None = None
 
 
-def window_figures(samples: list[Sample], t_a: float, t_b: float) -> Window:
+def window_figures(samples: list[Sample], t_a: float, t_b: float, step_s: float | None = None) -> Window:
     """The window [t_a, t_b]: the tree's CPU seconds in it, mean RSS, context switches and page faults per second;
-    peaks of RSS, threads, descriptors and processes over every sample (the whole run)."""
+    peaks of RSS, threads, descriptors and processes over every sample (the whole run). `step_s`: the step of the
+    samples' CPU clock (cpu_step_s)."""
     out: Figures = {}
     if samples:
         out["rss_peak_bytes"] = max(s.rss_bytes for s in samples)
@@ -154,7 +164,10 @@ def window_figures(samples: list[Sample], t_a: float, t_b: float) -> Window:
     out["rss_mean_bytes"] = sum(s.rss_bytes for s in win) / len(win)
     out["proc_ctx_switches_per_s"] = (b.ctx_switches - a.ctx_switches) / dt
     out["proc_page_faults_per_s"] = (b.page_faults - a.page_faults) / dt
-    return Window(out, b.cpu_s - a.cpu_s, dt)
+    # Each process's ticks are truncated at both readings, so its difference is off by less than a step; so is the
+    # sum of the children its processes reaped.
+    error = step_s * (max(a.procs, b.procs) + 1) if step_s is not None else None
+    return Window(out, b.cpu_s - a.cpu_s, dt, error)
 
 
 def of_server(root: int, cgroup: Cgroup | None) -> Tree:

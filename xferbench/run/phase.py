@@ -233,7 +233,9 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> Figures:
     out.update(figures.client_figures(win_c))
     rq = live.run.cell.kind.requests  # the server's own request series (a command's); None: ours
     out.update(figures.server_figures(figures.window(srv_whole, t_a, t_b), srv_whole, out.get("client_requests"), rq))
-    cost, warned = figures.cost_figures(tree.window_figures(phase.proc, t_a, t_b), out, live.running_server.tree.clock)
+    served = live.running_server.tree
+    cost, warned = figures.cost_figures(tree.window_figures(phase.proc, t_a, t_b, tree.cpu_step_s(served)), out,
+                                        served.clock)
     live.row.warnings += warned
     out.update(cost)
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
