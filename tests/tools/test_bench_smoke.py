@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from xferbench.tools.bench import tools
+from xferbench.tools.bench import lab, tools
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE_TIMEOUT_S = 180.0
@@ -40,6 +40,10 @@ def test_smoke_appends_one_whole_record(tmp_path: Path) -> None:
     assert rec["load_before"] >= 0 and rec["load_after"] >= 0
     names = [f["name"] for f in rec["figures"]]
     assert len(names) == len(set(names)) and len(names) >= 5, names
+    assert any(n.startswith("lab frame upload ") and n.endswith("/ iperf3 (lab path)") for n in names), names
+    # The lab case's hosts are gone with the sitting.
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert not [line for line in netns.splitlines() if line.startswith(lab.NAME)], netns
     for f in rec["figures"]:
         assert set(f) == FIGURE_FIELDS, f
         for k in ("median", "lo", "hi"):

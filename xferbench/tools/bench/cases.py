@@ -12,6 +12,7 @@ from pathlib import Path
 from xferbench.config import servers
 from xferbench.run import process
 from xferbench.tools.bench import tools
+from xferbench.tools.bench.lab import BenchLab
 from xferbench.tools.bench.quiet import BUSY_CORES, Others
 from xferbench.tools.bench.record import Samples
 
@@ -66,6 +67,17 @@ class Ctx:
     say: Callable[[str], None]
     samples: dict[str, Samples] = field(default_factory=dict)
     others: Others = field(default_factory=Others)
+    lab: BenchLab | None = None  # up from the lab case's first round to the sitting's end (close)
+
+    def lab_route(self) -> tools.Route:
+        if self.lab is None:
+            self.lab = BenchLab.up(self.tmp)
+        return self.lab.route
+
+    def close(self) -> None:
+        lab, self.lab = self.lab, None
+        if lab is not None:
+            lab.down()
 
     def add(self, name: str, value: float, better: str = "higher", unit: str = "ratio") -> None:
         if value <= 0:
@@ -89,11 +101,12 @@ def _store(ctx: Ctx, store: str, tag: str) -> tuple[str, Path | None]:
     return f"--store=disk:{d}", d
 
 
-def _moved(srv: process.Server, addr: str, window_s: float, *args: str) -> tools.Moved:
+def _moved(srv: process.Server, addr: str, window_s: float, *args: str, route: tools.Route = tools.LOOPBACK
+           ) -> tools.Moved:
     """One xferload transfer run: its MB/s, and the server's CPU (its cgroup's clock, read around the run) per GiB
     of every call it answered (warm-up included, as its CPU is)."""
     c0 = tools.cpu_seconds(srv)
-    out = tools.xferload(addr, window_s, *args)
+    out = tools.xferload(addr, window_s, *args, route=route)
     c1 = tools.cpu_seconds(srv)
     calls = int(out["calls"])
     if calls <= 0 or not out["bytes"]:
@@ -145,6 +158,24 @@ def frame(ctx: Ctx, r: int) -> None:
         if store == "mem" and "gen" not in what:
             ctx.add(f"frame {what} cpu/GiB / iperf3 -s cpu/GiB", moved.cpu_per_gib_s / ceil[store].cpu_per_gib_s,
                     better="lower")
+
+
+def lab(ctx: Ctx, r: int) -> None:
+    """Frame uploads of every frame server across the lab's path (xferload on one namespace host, the server on
+    another: two veth pairs and a bridge) ÷ iperf3 over the same path. Beside the loopback figures of `frame`, what
+    a path with interfaces does to each server's share of the ceiling."""
+    w, route = ctx.window_s, ctx.lab_route()
+    ceiling = tools.iperf3(w, route=route) if r % 2 else None
+    got: dict[str, tools.Moved] = {}
+    for name in ordered(r, FRAME_SERVERS[:1] if ctx.smoke else FRAME_SERVERS):
+        srv = tools.start(name, "--store=mem", route=route)
+        try:
+            got[name] = _moved(srv, srv.addr("frame"), w, "--method", "upload", *FRAME, route=route)
+        finally:
+            srv.stop()
+    ceiling = ceiling or tools.iperf3(w, route=route)
+    for name, moved in got.items():
+        ctx.add(f"lab frame upload {name} / iperf3 (lab path)", moved.mb_per_s / ceiling.mb_per_s)
 
 
 def grpc(ctx: Ctx, r: int) -> None:
@@ -297,4 +328,5 @@ CASES: dict[str, Callable[[Ctx, int], None]] = {
     "grpc": grpc,
     "generators": generators,
     "allocators": allocators,
+    "lab": lab,
 }

@@ -113,6 +113,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def measure(console: Console, args: argparse.Namespace, cases: list[str], before: float) -> Record:
     tmp = Path(tempfile.mkdtemp(prefix="bench-", dir=ROOT / "build"))  # on the disk the repository is on
     t0 = time.monotonic()
+    ctx = Ctx(args.window, tmp, args.smoke, console.print)
     try:
         tools.ghz_inputs(tmp)
         cols = (
@@ -122,7 +123,7 @@ def measure(console: Console, args: argparse.Namespace, cases: list[str], before
             TimeElapsedColumn(),
         )
         with Progress(*cols, console=console) as bar:
-            ctx = Ctx(args.window, tmp, args.smoke, lambda s: bar.console.print(f"  {s}"))
+            ctx.say = lambda s: bar.console.print(f"  {s}")
             task = bar.add_task("bench", total=args.rounds * len(cases) + (0 if args.no_run else 1))
             for r in range(1, args.rounds + 1):
                 for name in cases:
@@ -138,7 +139,10 @@ def measure(console: Console, args: argparse.Namespace, cases: list[str], before
                     console.print(f"[red]make run's verdicts left out: {e}")
                 bar.advance(task)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            ctx.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     check_finite(figures)
     after = load1()
     console.print(f"measured in {time.monotonic() - t0:.0f} s; load {before:.2f} → {after:.2f}")

@@ -37,6 +37,31 @@ class BenchError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where a case's server listens and its clients run: loopback by default; for the lab path, the server in one
+    network namespace host and the clients in another (xferbench/tools/bench/lab.py)."""
+
+    address: str = "127.0.0.1"
+    server_ns: str | None = None
+    client_ns: str | None = None
+
+    def server(self, argv: Sequence[str]) -> list[str]:
+        return _inside(self.server_ns, argv)
+
+    def client(self, argv: Sequence[str]) -> list[str]:
+        return _inside(self.client_ns, argv)
+
+
+def _inside(ns: str | None, argv: Sequence[str]) -> list[str]:
+    # ip netns exec execs the command: its pid, cgroup and CPU pinning are the process's own. Its whole path: a
+    # server's argv[0] is checked to exist.
+    return [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec", ns, *argv] if ns else list(argv)
+
+
+LOOPBACK = Route()
+
+
 def missing() -> list[str]:
     """The tools the cases need that are not there (`make build` brings them all)."""
     bins = [GHZ, XFERLOAD, GRPCXFER, LOCUST, *(Path(s.default_binary()) for s in servers.SERVERS.values())]
@@ -52,18 +77,19 @@ def cpu_seconds(srv: process.Server) -> float:
     return cpu
 
 
-def start(name: str, *args: str) -> process.Server:
-    """A server from the registry on the server CPU, in a cgroup of its own, ready when its ready line is read."""
+def start(name: str, *args: str, route: Route = LOOPBACK) -> process.Server:
+    """A server from the registry on the server CPU, in a cgroup of its own, ready when its ready line is read;
+    its transports listen at the route's address."""
     spec = servers.get(name)
-    argv = [spec.default_binary(), *spec.port0_flags, *args]
+    argv = route.server([spec.default_binary(), *spec.port0_at(route.address), *args])
     return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word,
                           own_cgroup=True)
 
 
-def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT) -> str:
+def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT, route: Route = LOOPBACK) -> str:
     """Runs a client on the generator CPU to its end (at most its window plus SLACK_S); its stdout and
     stderr together. A failed exit is an error naming the client and its last output."""
-    proc = process.spawn(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cpus=GEN_CPUS)
+    proc = process.spawn(route.client(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cpus=GEN_CPUS)
     try:
         out, _ = proc.communicate(timeout=window_s + SLACK_S)
     except subprocess.TimeoutExpired:
@@ -85,22 +111,23 @@ class Moved:
     cpu_per_gib_s: float  # the receiver's CPU seconds per GiB received, by its cgroup's clock
 
 
-def iperf3(window_s: float, out_file: Path | None = None) -> Moved:
-    """Loopback TCP ceiling in MB/s (10^6 B/s), 1 MiB writes, and iperf3's server CPU per GiB received: the
-    kernel's floor for moving those bytes into a process. With `out_file` the server writes what it receives
-    there (`iperf3 -s -F FILE`), the ceiling of a disk store."""
+def iperf3(window_s: float, out_file: Path | None = None, route: Route = LOOPBACK) -> Moved:
+    """TCP ceiling of the route (loopback by default) in MB/s (10^6 B/s), 1 MiB writes, and iperf3's server CPU
+    per GiB received: the kernel's floor for moving those bytes into a process. With `out_file` the server writes
+    what it receives there (`iperf3 -s -F FILE`), the ceiling of a disk store."""
     port = process.free_port()
-    argv = ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)]
+    argv = ["iperf3", "-s", "-1", "-B", route.address, "-p", str(port)]
     if out_file is not None:
         argv += ["-F", str(out_file)]
     group = Cgroup.create("iperf3")
-    srv = process.spawn(argv, cpus=SERVER_CPUS, stderr=subprocess.DEVNULL, group=group)
+    srv = process.spawn(route.server(argv), cpus=SERVER_CPUS, stderr=subprocess.DEVNULL, group=group)
     clock = tree.of_server(srv.pid, group)
     try:
         # Poll the listening sockets, not a connection: iperf3 -s -1 would take the probe as its one test.
-        process.wait_until(lambda: _listening(port), srv, "iperf3 -s", 10.0)
+        process.wait_until(lambda: _listening(port, srv.pid), srv, "iperf3 -s", 10.0)
         c0 = clock.cpu_s() or 0.0
-        out = client(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-t", f"{window_s:g}", "-J"], window_s)
+        argv = ["iperf3", "-c", route.address, "-p", str(port), "-l", "1M", "-t", f"{window_s:g}", "-J"]
+        out = client(argv, window_s, route=route)
         c1 = clock.cpu_s()  # -s -1 may have ended already: its cgroup keeps the count (/proc's tree does not)
     finally:
         process.stop(srv, grace_s=5)
@@ -112,11 +139,12 @@ def iperf3(window_s: float, out_file: Path | None = None) -> Moved:
     return Moved(float(received["bits_per_second"]) / 8e6, (c1 - c0) / (float(received["bytes"]) / (1 << 30)))
 
 
-def _listening(port: int) -> bool:
-    """Whether a socket listens on the loopback port (/proc/net/tcp and tcp6)."""
+def _listening(port: int, pid: int) -> bool:
+    """Whether a socket listens on the port in the network namespace of process `pid` (its /proc/PID/net/tcp and
+    tcp6: the runner's own /proc/net shows only its namespace)."""
     for path in procfs.TCP_TABLES:
         try:
-            with open(path, encoding="ascii") as f:
+            with open(path.replace("/proc/", f"/proc/{pid}/", 1), encoding="ascii") as f:
                 text = f.read()
         except OSError:
             continue
@@ -125,18 +153,18 @@ def _listening(port: int) -> bool:
     return False
 
 
-def _driver(binary: Path, addr: str, window_s: float, *args: str) -> dict[str, Any]:
+def _driver(binary: Path, addr: str, window_s: float, *args: str, route: Route = LOOPBACK) -> dict[str, Any]:
     """One run of a Go load driver (xferload, grpcxfer): its JSON; any call it counted as an error fails the case."""
-    out = client([str(binary), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s)
+    out = client([str(binary), "--addr", addr, "--duration", f"{window_s:g}s", *args], window_s, route=route)
     r: dict[str, Any] = json.loads(out[out.index("{") :])
     if sum(r["errors"].values()):
         raise BenchError(f"{binary.name} {' '.join(args)}: errors {r['errors']}")
     return r
 
 
-def xferload(addr: str, window_s: float, *args: str) -> dict[str, Any]:
+def xferload(addr: str, window_s: float, *args: str, route: Route = LOOPBACK) -> dict[str, Any]:
     """One xferload run (its JSON)."""
-    return _driver(XFERLOAD, addr, window_s, *args)
+    return _driver(XFERLOAD, addr, window_s, *args, route=route)
 
 
 def grpcxfer(addr: str, window_s: float, method: str) -> float:
