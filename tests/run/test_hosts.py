@@ -2,12 +2,15 @@
 network namespaces on a bridge of their own, sharing this filesystem, so this checkout and its .venv are there):
 
 - the host check (xferbench/run/hostcheck.py) passes on a healthy lab and records each host's address, kernel,
-  CPUs, clock offset and versions, and this machine's address on the lab, where the servers will listen;
+  CPUs, clock offset and versions, and this machine's address on the lab, where the servers will listen; the clock
+  offsets measured again as a sweep's end does (hostcheck.end_clocks);
 - it refuses, naming the host, one that does not answer ssh (an address of the lab's subnet where nothing is) and
-  one whose Python lacks the project's load code, and `xferbench run` then starts nothing;
+  one whose Python lacks the project's load code, and `xferbench run` then starts nothing; a host gone when the
+  sweep ends has its end clock recorded as missing, with ssh's reason;
 - a --quick run of xferd-go here with Locust's workers on two lab hosts: both hosts' workers served requests (their
-  own scrapes), the report says where everything ran, and no worker is left on any lab host afterwards, neither
-  after the run nor after its runner was killed with SIGKILL.
+  own scrapes), each host has its own figures (this machine as the server's), the report says where everything
+  ran, and no worker is left on any lab host afterwards, neither after the run nor after its runner was killed with
+  SIGKILL.
 
 The module has one lab of its own, hk<worker>a on 10.78.<100 + worker>, brought up once and always torn down. Needs
 root with the capabilities of network namespaces; the servers must be built (`make build`)."""
@@ -30,6 +33,7 @@ from tests.support.lab import Lab, experiment, two_hosts_up
 from tests.support.runs import ROOT, xferbench_run
 from xferbench import config as xe
 from xferbench.analysis.row import RunRow
+from xferbench.analysis.runmeta import HostFacts, Placement
 from xferbench.run import hostcheck, lifecycle
 
 MARKER = "xferbench-worker-"  # in the command line of every Locust worker the runner starts on a host
@@ -75,6 +79,11 @@ def test_the_check_passes_on_a_healthy_lab_and_records_each_host(lab: Lab, tmp_p
         assert h.project == describe and h.locust, h
     assert placement.text is not None and f"Locust workers on gen1 ({lab.addr(1)}: " in placement.text
     assert "also checked: other (" in placement.text
+    hostcheck.end_clocks(exp, placement)  # as a sweep's end does: the probe again, importing nothing this time
+    for h in placement.hosts:
+        assert h.clock_end_error is None and h.clock_end_offset_s is not None and h.clock_end_uncertainty_s, h
+        assert h.clock_end_uncertainty_s < 0.5 and abs(h.clock_end_offset_s) <= h.clock_end_uncertainty_s + 0.002, h
+    assert placement.text.count(" at start, ") == 3 and placement.text.count(" at end)") == 3, placement.text
     r = hosts_check(path)
     assert r.returncode == 0, r.stderr
     assert f"the servers will listen for the load on {lab.addr(0)}" in r.stdout and "gen2" in r.stdout, r.stdout
@@ -92,6 +101,13 @@ def test_an_unreachable_host_is_refused_naming_it_before_any_cell(lab: Lab, tmp_
     r = xferbench_run(str(path), "--out", str(out))
     assert r.returncode == 2 and f"host check: gen2 (root@{nobody})" in r.stderr, r.stderr
     assert not out.exists()  # refused before anything was written or started
+    # a host gone by the sweep's end: its end clock is missing, with ssh's reason; the others' are measured
+    placement = Placement(lab.addr(0), [HostFacts("gen1", lab.host(1), ["load"]), HostFacts("gen2", f"root@{nobody}")])
+    hostcheck.end_clocks(xe.load_file(path), placement)
+    gen1, gen2 = placement.hosts
+    assert gen1.clock_end_offset_s is not None and gen1.clock_end_error is None, gen1
+    assert gen2.clock_end_offset_s is None and str(gen2.clock_end_error).startswith(
+        f"ssh: connect to host {nobody} port 22: "), gen2
 
 
 def test_a_host_without_the_load_code_is_refused_naming_it(lab: Lab, tmp_path: Path) -> None:
@@ -137,6 +153,13 @@ def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path)
         assert h["gen_cpu_cores"] > 0 and h["cpus_idle_cores"] is not None and h["saturated"] in (True, False), h
         assert (out / "logs" / f"go_grpc.r1.locust.{name}.log").exists()
     assert row["client_qps"] == pytest.approx(hosts["gen1"]["client_qps"] + hosts["gen2"]["client_qps"], rel=0.05)
+    own = row["hosts"]  # each host's own figures (tests/run/test_host_figures.py has their sums)
+    assert list(own) == ["this machine", "gen1", "gen2"] and own["this machine"]["roles"] == ["server", "master",
+                                                                                             "runner"], own
+    for name, h in own.items():
+        assert all("error" not in h[part] for part in ("cpu", "net", "tcp")), (name, h)
+    sent = own["gen1"]["net"]["tx_bytes_per_s"] + own["gen2"]["net"]["tx_bytes_per_s"]
+    assert own["this machine"]["net"]["rx_bytes_per_s"] >= 0.7 * sent, own  # the load hosts send to this machine
     meta = json.loads((out / "experiment.json").read_text())
     assert meta["placement"]["server_address"] == lab.addr(0)
     assert [h["name"] for h in meta["placement"]["hosts"]] == ["gen1", "gen2"]

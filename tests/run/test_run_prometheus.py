@@ -24,6 +24,7 @@ sizes = "64KiB"
 chunk = "16KiB"
 users = 2
 spawn_rate = 2
+processes = 2
 [[servers]]
 server = "xferd-go"
 """
@@ -58,12 +59,17 @@ def test_prometheus_scrapes_the_server_and_locust_of_a_run(tmp_path: Path, monke
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert list(targets.iterdir()) == [], "a target file outlived its process"
 
-        # Over the last minutes: each job had a target of this cell that answered, with the figures it serves.
-        for job, metric in (("xferd", "xfer_requests_total"), ("locust", "xfer_client_requests_total")):
+        # Over the last minutes: each job had the targets of this cell, which answered, with the figures they serve:
+        # the server; Locust's master and each of its two workers, where the calls are made and timed.
+        for job, metric, targets in (("xferd", "xfer_requests_total", 1), ("locust", "xfer_client_requests_total", 3)):
             up = query(prom.url, f'max_over_time(up{{job="{job}",xferbench_cell="{cell}"}}[5m])')
-            assert [float(r["value"][1]) for r in up] == [1.0], (job, up)
-            served = query(prom.url, f'max_over_time({metric}{{job="{job}",xferbench_cell="{cell}"}}[5m])')
+            assert [float(r["value"][1]) for r in up] == [1.0] * targets, (job, up)
+            served = query(prom.url, f'sum by (instance) '
+                                     f'(max_over_time({metric}{{job="{job}",xferbench_cell="{cell}"}}[5m]))')
             assert served and sum(float(r["value"][1]) for r in served) > 0, (job, served)
+        timed = query(prom.url, f'sum by (instance) (max_over_time(xfer_client_request_duration_seconds_count'
+                                f'{{job="locust",xferbench_cell="{cell}"}}[5m]))')
+        assert len([r for r in timed if float(r["value"][1]) > 0]) == 2, timed  # both workers' histograms
 
     (row,) = [json.loads(x) for x in (tmp_path / "run" / "runs.jsonl").read_text().splitlines()]
     assert row["status"] == "ok" and row["source"] == "promql", (row["error"], row["stderr_tail"])

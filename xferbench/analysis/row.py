@@ -74,6 +74,12 @@ class RunRow:
     # client_requests, gen_cpu_cores and per worker process), its CPUs' idle cores, and whether it saturated
     # (xferbench/run/generators.py LocustGenerator.host_figures)
     load_hosts: dict[str, dict[str, Any]] | None = None
+    # An experiment with [hosts]: every host of the run ("this machine" too) by name, its own figures over the window
+    # from its /proc: roles, address, start_at and end_at (this machine's clock), span_s (its own), and `cpu` (cores:
+    # user, system, irq, softirq, steal, iowait, idle, busy; cpus), `net` (bytes and packets received and sent, and
+    # per second; interfaces) and `tcp` (out_segs, retrans_segs, retrans_per_s, retrans_share), each {"error": why}
+    # where it could not be read (xferbench/run/hostwindow.py, xferbench/measure/hoststat.py)
+    hosts: dict[str, dict[str, Any]] | None = None
 
     # One dict per level of a stepped load (xferbench/measure/steps.py): users, its window's figures, gen_saturated.
     steps: list[dict[str, Any]] | None = None
@@ -251,6 +257,7 @@ class Figures(TypedDict, total=False):
     client_methods: dict[str, dict[str, float | None]] | None
     locust_stats: dict[str, float | None] | None
     load_hosts: dict[str, dict[str, Any]] | None
+    hosts: dict[str, dict[str, Any]] | None
     steps: list[dict[str, Any]] | None  # xferbench/measure/steps.py Level.to_json()
     # --- the measured window: the server
     server_qps: float | None

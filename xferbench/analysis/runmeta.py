@@ -78,8 +78,11 @@ class HostFacts:
     cpu_model: str | None = None
     cpus: int | None = None  # the CPUs its processes may run on
     cpus_free: float | None = None  # idle CPUs over a short sample of /proc/stat, in cores
-    clock_offset_s: float | None = None  # its clock minus this machine's
+    clock_offset_s: float | None = None  # its clock minus this machine's, when the host check ran
     clock_uncertainty_s: float | None = None  # half the best round trip: the offset is within ± this
+    clock_end_offset_s: float | None = None  # the same, measured again once the sweep's last run ended
+    clock_end_uncertainty_s: float | None = None
+    clock_end_error: str | None = None  # why the end's could not be measured
     python: str | None = None  # the Python it runs the load with, and its version
     python_version: str | None = None
     locust: str | None = None
@@ -96,17 +99,28 @@ class HostFacts:
         if self.cpu_model:
             parts.append(self.cpu_model)
         if self.clock_offset_s is not None:
-            parts.append(f"clock {self.clock_text()}")
+            end = self.clock_end_text()
+            parts.append(f"clock {self.clock_text()}" + (f" at start, {end} at end" if end else ""))
         where = f"{self.address}: " if self.address else ""
         return f"{self.name} ({where}{', '.join(parts)})"
 
 
     def clock_text(self) -> str:
-        """Its clock offset and uncertainty: "+0.2 ms ± 0.3 ms", "-40 µs ± 25 µs"; "?" unknown."""
-        if self.clock_offset_s is None:
-            return "?"
-        unc = f" ± {_duration(self.clock_uncertainty_s)}" if self.clock_uncertainty_s is not None else ""
-        return f"{'-' if self.clock_offset_s < 0 else '+'}{_duration(abs(self.clock_offset_s))}{unc}"
+        """Its clock offset and uncertainty at the host check: "+0.2 ms ± 0.3 ms", "-40 µs ± 25 µs"; "?" unknown."""
+        return _offset(self.clock_offset_s, self.clock_uncertainty_s)
+
+    def clock_end_text(self) -> str | None:
+        """The same once the sweep ended; "? (why)" when it could not be measured, None before it ended."""
+        if self.clock_end_offset_s is None:
+            return f"? ({self.clock_end_error})" if self.clock_end_error else None
+        return _offset(self.clock_end_offset_s, self.clock_end_uncertainty_s)
+
+
+def _offset(offset: float | None, uncertainty: float | None) -> str:
+    if offset is None:
+        return "?"
+    unc = f" ± {_duration(uncertainty)}" if uncertainty is not None else ""
+    return f"{'-' if offset < 0 else '+'}{_duration(abs(offset))}{unc}"
 
 
 def _duration(seconds: float) -> str:

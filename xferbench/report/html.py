@@ -12,7 +12,7 @@ from xferbench.analysis import failure, stats
 from xferbench.analysis.metrics import BY_NAME
 from xferbench.analysis.runmeta import Machine
 from xferbench.analysis.summary import Summary
-from xferbench.report import charts, conns, containers, cpu, fmt, soak, stress, tables
+from xferbench.report import charts, conns, containers, cpu, fmt, hosts, soak, stress, tables
 from xferbench.report.charts import metric_title
 
 CSS = """
@@ -187,6 +187,15 @@ def _setup_sections(s: Summary) -> list[str]:
     return parts
 
 
+def _hosts_section(s: Summary) -> list[str]:
+    """Every host's own figures, below the header whose Placement line says where each ran."""
+    if not hosts.shown(s):
+        return []
+    rows = [[f"<code>{h.escape(r[0])}</code>", *map(h.escape, r[1:])] for r in hosts.rows(s)]
+    return [f"<h2>{hosts.TITLE}</h2><p class='note'>{h.escape(hosts.NOTE)}</p>", _table(list(hosts.HEAD), rows,
+                                                                                      left=(0, 1, 2))]
+
+
 def _chart_sections(s: Summary, run_dir: Path, first: bool) -> list[str]:
     """The bars and the series; `first`: no section above inlined plotly.js, so the first chart does."""
     colors = charts.colors(s)
@@ -220,7 +229,8 @@ def _chart_sections(s: Summary, run_dir: Path, first: bool) -> list[str]:
 
 
 def render(s: Summary, run_dir: Path) -> str:
-    parts = _intro(s) + _verdict_section(s) + _ranking_section(s) + _notes_section(s) + _setup_sections(s)
+    parts = _intro(s) + _hosts_section(s) + _verdict_section(s) + _ranking_section(s) + _notes_section(s)
+    parts += _setup_sections(s)
     profiled = cpu.html(s, include_plotlyjs=True)
     parts.append(profiled)
     matrix = stress.html(s, include_plotlyjs=not profiled)

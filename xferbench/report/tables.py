@@ -12,7 +12,7 @@ from xferbench.analysis import failure, stats
 from xferbench.analysis.metrics import BY_NAME, METRICS, RANKED
 from xferbench.analysis.runmeta import Machine, RunMeta
 from xferbench.analysis.summary import CellSummary, Summary, Verdict, request_units
-from xferbench.report import conns, containers, cpu, fmt, soak, stress
+from xferbench.report import conns, containers, cpu, fmt, hosts, soak, stress
 
 # The statistical method (xferbench/analysis/stats.py) in one sentence, for the top of every report.
 METHOD = (
@@ -330,7 +330,7 @@ def _md_notes(s: Summary) -> list[str]:
 
 
 def markdown(s: Summary) -> str:
-    out = _md_intro(s) + _md_verdicts(s) + _md_ranking(s) + _md_notes(s)
+    out = _md_intro(s) + hosts.markdown(s) + _md_verdicts(s) + _md_ranking(s) + _md_notes(s)
     out += containers.markdown(s)
     out += conns.markdown(s)
     out += cpu.markdown(s)

@@ -35,9 +35,9 @@ from typing import Any
 import loadgen
 from xferbench.config import LOADGEN_KEYS, ROOT, Host, Load, drivers, xferload_args
 from xferbench.config.userload import LOCUSTFILE_HOST, option_args
-from xferbench.measure import figures
+from xferbench.measure import figures, hoststat
 from xferbench.measure.scrape import Snapshot, fetch, scrape
-from xferbench.run import remote, remote_watch
+from xferbench.run import programs, remote, remote_watch
 from xferbench.run.process import (
     READY_TIMEOUT_S,
     STOP_GRACE_S,
@@ -89,9 +89,17 @@ class Generator:
     def window_start(self) -> None:
         """The measured window starts now (the end of the warm-up): what the generator reads of itself then."""
 
+    def window_end(self) -> None:
+        """The measured window has ended: what the generator reads of itself then (before host_figures)."""
+
     def host_figures(self, t_a: float, t_b: float) -> dict[str, dict[str, Any]] | None:
         """With its load on other hosts: each host's share of the window [t_a, t_b] (RunRow.load_hosts)."""
         return None
+
+    def host_samples(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        """With its load on other hosts: each host's own counters (hoststat.sample()) at the window's start and end,
+        "at" this machine's time; None where its watch did not answer."""
+        return {}
 
     def exit_text(self) -> str:
         """Why it is no longer alive."""
@@ -100,6 +108,11 @@ class Generator:
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def metrics_targets(self) -> list[tuple[str, dict[str, str]]]:
+        """Every /metrics of the load, as `host:port` with the labels that tell them apart, for a Prometheus to
+        scrape once the generator is ready (its own here; a load on other hosts adds each worker there)."""
+        return [(f"127.0.0.1:{self.metrics_port}", {})]
 
     def scrape(self) -> Snapshot | None:
         """The client families now (None when the scrape failed), as the runner samples them every second."""
@@ -147,7 +160,7 @@ class RemoteLoad:
 
 # Run on a load host as `PYTHON -X MARKER -c WORKER_WATCH PYTHON -X MARKER -m locust ... --worker ...` from the
 # checkout there (xferbench/run/remote_watch.py says what it does): sent as text, standard library only.
-WORKER_WATCH = Path(remote_watch.__file__).read_text()
+WORKER_WATCH = programs.program(remote_watch, hoststat)
 WORKER_STAT_TIMEOUT_S = 3.0
 _markers = itertools.count(1)
 
@@ -163,19 +176,24 @@ class _Worker:
         self.proc = spawn(remote.argv(lh.host, argv), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=self._log)
         self._buf = b""
-        self.stat0: dict[str, float] | None = None
+        self._asked = 0.0
+        # The watch's answers at the window's start and end (its `stat()`, "at" this machine's time).
+        self.stat0: dict[str, Any] | None = None
+        self.stat1: dict[str, Any] | None = None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def ask_stat(self) -> None:
+        self._asked = time.time()
         if self.alive() and self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.write(b"stat\n")
                 self.proc.stdin.flush()
 
-    def read_stat(self, deadline: float) -> dict[str, float] | None:
-        """The watch's answer to "stat" (idle_s, t, cpus), or None by `deadline` (time.monotonic())."""
+    def read_stat(self, deadline: float) -> dict[str, Any] | None:
+        """The watch's answer to "stat" (idle_s, t, cpus, host), "at" the midpoint of the ask and the answer on this
+        machine's clock; None by `deadline` (time.monotonic())."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while True:  # a line that is not the watch's (a login script's chatter) is passed over
@@ -188,10 +206,10 @@ class _Worker:
                     return None
                 self._buf += chunk
             line, self._buf = self._buf.split(b"\n", 1)
-            with contextlib.suppress(ValueError, TypeError):
+            with contextlib.suppress(ValueError):
                 data = json.loads(line)
                 if isinstance(data, dict) and "idle_s" in data:
-                    return {k: float(v) for k, v in data.items()}
+                    return {**data, "at": (self._asked + time.time()) / 2}
 
     def tail(self, n: int) -> list[str]:
         self._log.flush()
@@ -307,6 +325,13 @@ class LocustGenerator(Generator):
             self._url_host = {u: by_address.get(urllib.parse.urlsplit(u).hostname or "", "?") for u in self.worker_urls}
         return len(self.worker_urls) >= self.expected
 
+    def metrics_targets(self) -> list[tuple[str, dict[str, str]]]:
+        # Each worker too (at its host's address, for a load on other hosts): the runner's own scrapes sum them
+        # with the master (`scrape`), so the dashboards need them all.
+        workers = [(urllib.parse.urlsplit(u).netloc, {"xferbench_host": h} if (h := self._url_host.get(u)) else {})
+                   for u in self.worker_urls]
+        return [*super().metrics_targets(), *workers]
+
     def _worker_exit(self, w: _Worker) -> str:
         code = w.proc.returncode
         said = remote.last_line("\n".join(w.tail(5)))
@@ -378,27 +403,35 @@ class LocustGenerator(Generator):
             self.host_snaps.setdefault(name, []).append(snap)
         return total
 
-    def window_start(self) -> None:
+    def _stats(self) -> list[dict[str, Any] | None]:
+        """Every host's watch asked at once, and its answer (None: none within WORKER_STAT_TIMEOUT_S)."""
         for w in self.workers:
             w.ask_stat()
         deadline = time.monotonic() + WORKER_STAT_TIMEOUT_S
-        for w in self.workers:
-            w.stat0 = w.read_stat(deadline)
+        return [w.read_stat(deadline) for w in self.workers]
+
+    def window_start(self) -> None:
+        for w, got in zip(self.workers, self._stats(), strict=True):
+            w.stat0 = got
+
+    def window_end(self) -> None:
+        for w, got in zip(self.workers, self._stats(), strict=True):
+            w.stat1 = got
+
+    def host_samples(self) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        def host(answer: dict[str, Any] | None) -> dict[str, Any] | None:
+            got = answer.get("host") if answer else None
+            return {**got, "at": answer["at"]} if isinstance(got, dict) and answer else None
+
+        return {w.lh.host.name: (host(w.stat0), host(w.stat1)) for w in self.workers}
 
     def host_figures(self, t_a: float, t_b: float) -> dict[str, dict[str, Any]] | None:
         """Per load host over [t_a, t_b]: its workers' QPS, requests and CPU (in all, and per worker process, the
-        figure the saturation check reads), its CPUs' idle cores over the window, and whether it saturated."""
+        figure the saturation check reads), its CPUs' idle cores over the window (its watch's answers at the
+        window's edges, window_start and window_end), and whether it saturated."""
         if self.remote is None:
             return None
-        for w in self.workers:
-            w.ask_stat()
-        deadline = time.monotonic() + WORKER_STAT_TIMEOUT_S
-        idle: dict[str, float | None] = {}
-        for w in self.workers:
-            end = w.read_stat(deadline)
-            start = w.stat0
-            dt = end["t"] - start["t"] if end and start else 0.0
-            idle[w.lh.host.name] = (end["idle_s"] - start["idle_s"]) / dt if end and start and dt > 0 else None
+        idle = {w.lh.host.name: _idle_cores(w.stat0, w.stat1) for w in self.workers}
         out: dict[str, dict[str, Any]] = {}
         for lh in self.remote.hosts:
             name = lh.host.name
@@ -431,6 +464,14 @@ class LocustGenerator(Generator):
             return []
         prefix = log_path.with_suffix("")
         return ["--csv", str(prefix), "--xfer-final-stats", f"{prefix}_final.json"]
+
+
+def _idle_cores(start: dict[str, Any] | None, end: dict[str, Any] | None) -> float | None:
+    """The idle cores of a load host between two answers of its watch, by its own clock; None without both."""
+    if not start or not end or start.get("idle_s") is None or end.get("idle_s") is None:
+        return None
+    dt = float(end["t"]) - float(start["t"])
+    return (float(end["idle_s"]) - float(start["idle_s"])) / dt if dt > 0 else None
 
 
 def _add(total: Snapshot, s: Snapshot) -> None:

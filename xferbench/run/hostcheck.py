@@ -7,7 +7,9 @@ reached over SSH and asked, in one session, by the Python it would run the load 
 - its hostname, kernel, CPU model, the CPUs its processes may use and how many of them are idle (/proc/stat over
   half a second), for the placement;
 - its clock against this machine's, NTP-style: this machine's time before and after each of a few exchanges in
-  the open session, offset = remote - midpoint of the best (shortest) one, whose half round trip bounds it;
+  the open session, offset = remote - midpoint of the best (shortest) one, whose half round trip bounds it; measured
+  again the same way once the sweep's last run has ended (`end_clocks`, the probe run with --clock, which imports
+  nothing), so the run records both;
 - for a host a server runs on (`[[servers]] host`), its address as this machine reaches it (its SSH_CONNECTION),
   where the server will listen (xferbench/run/remoteserver.py);
 - for a host the load runs on (`[load] hosts`), that it connects to the address the servers will listen on: this
@@ -39,6 +41,7 @@ from xferbench.run import remote, remote_probe
 CLOCK_EXCHANGES = 7
 CONNECT_TIMEOUT_S = 3.0
 SESSION_TIMEOUT_S = 90.0  # the whole session of one host: ssh, the Python's imports, the exchanges
+END_TIMEOUT_S = 30.0  # the session of the clock at the end: ssh and the exchanges, no imports
 FREE_SAMPLE_S = 0.5
 
 # Run on the host as `PYTHON -c PROBE ROOT` from ROOT (xferbench/run/remote_probe.py says what it answers): sent as
@@ -67,9 +70,11 @@ def project_version() -> tuple[str | None, str | None]:
 class _Probe:
     """One host's session of the check, its facts as they come."""
 
-    def __init__(self, host: Host, roles: list[str]) -> None:
+    def __init__(self, host: Host, roles: list[str], facts: HostFacts | None = None,
+                 timeout_s: float = SESSION_TIMEOUT_S) -> None:
         self.host = host
-        self.facts = HostFacts(host.name, host.ssh, roles=roles)
+        self.facts = facts or HostFacts(host.name, host.ssh, roles=roles)
+        self.timeout_s = timeout_s
         self.describe: str | None = None
         self.package: str | None = None
         self.session: remote.Session | None = None
@@ -79,22 +84,28 @@ class _Probe:
     def fail(self, text: str) -> HostCheckError:
         return HostCheckError(f"{self.host.describe()}: {text}")
 
-    def start(self) -> None:
-        """Starts the session and reads the facts line."""
+    def _open(self, arg: str) -> Any:
+        """Starts the session (the probe with `arg`) and reads its first line of JSON."""
         h = self.host
-        cmd = ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", h.root, h.python, "-c", PROBE, h.root]
+        cmd = ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", h.root, h.python, "-c", PROBE, arg]
         try:
             self.session = remote.session(h, cmd)
         except remote.RemoteError as e:
             raise HostCheckError(str(e)) from None
-        self._timer = threading.Timer(SESSION_TIMEOUT_S, self._expire)
+        self._timer = threading.Timer(self.timeout_s, self._expire)
         self._timer.daemon = True
         self._timer.start()
-        facts = self._read(f"running {h.python} in {h.root}")
+        first = self._read(f"running {h.python} in {h.root}")
         for _ in range(50):  # a login script's chatter before the facts: passed over
-            if not isinstance(facts, str):
+            if not isinstance(first, str):
                 break
-            facts = self._read(f"running {h.python} in {h.root}")
+            first = self._read(f"running {h.python} in {h.root}")
+        return first
+
+    def start(self) -> None:
+        """Starts the session and reads the facts line."""
+        h = self.host
+        facts = self._open(h.root)
         if not isinstance(facts, dict):
             raise self.fail(f"{h.python} answered {facts!r}, not the check's facts")
         if "error" in facts:
@@ -122,16 +133,15 @@ class _Probe:
         if not line:
             err = self.session.error(doing)
             if self._expired:
-                raise self.fail(f"{doing}: the check got no answer within {SESSION_TIMEOUT_S:g}s")
+                raise self.fail(f"{doing}: the check got no answer within {self.timeout_s:g}s")
             raise HostCheckError(str(err)) from None
         try:
             return json.loads(line)
         except ValueError:
             return line.strip()  # not the probe's: the caller says what it expected
 
-    def exchange(self, server: tuple[str, int] | None) -> None:
-        """The clock exchanges, the connection to the servers' address (a load host), the idle CPUs; then the
-        session ends."""
+    def clock(self) -> tuple[float, float]:
+        """The clock exchanges: the offset of the best (shortest) one, and half its round trip."""
         assert self.session is not None
         best: tuple[float, float] | None = None  # (round trip, offset)
         for _ in range(CLOCK_EXCHANGES):
@@ -144,7 +154,20 @@ class _Probe:
             if best is None or t1 - t0 < best[0]:
                 best = (t1 - t0, float(theirs) - (t0 + t1) / 2)
         assert best is not None
-        self.facts.clock_offset_s, self.facts.clock_uncertainty_s = round(best[1], 6), round(best[0] / 2, 6)
+        return round(best[1], 6), round(best[0] / 2, 6)
+
+    def end_clock(self) -> None:
+        """The clock measured again (the probe with --clock), into the facts' clock_end_* fields."""
+        said = self._open("--clock")
+        if not isinstance(said, dict) or not said.get("clock"):
+            raise self.fail(f"{self.host.python} answered {said!r}, not the probe's")
+        self.facts.clock_end_offset_s, self.facts.clock_end_uncertainty_s = self.clock()
+
+    def exchange(self, server: tuple[str, int] | None) -> None:
+        """The clock exchanges, the connection to the servers' address (a load host), the idle CPUs; then the
+        session ends."""
+        assert self.session is not None
+        self.facts.clock_offset_s, self.facts.clock_uncertainty_s = self.clock()
         if server is not None:
             addr, port = server
             self.session.send(f"connect {addr} {port} {CONNECT_TIMEOUT_S:g}")
@@ -255,3 +278,24 @@ def check(exp: Experiment) -> Placement:
     placement = Placement(server, [p.facts for p in probes])
     placement.text = placement.describe()
     return placement
+
+
+def end_clocks(exp: Experiment, placement: Placement) -> None:
+    """Each host's clock offset measured again as the check measured it, once the sweep's last run has ended (in
+    parallel): into its facts (clock_end_offset_s and clock_end_uncertainty_s, or clock_end_error when it could not
+    be had) and the placement's text. It never raises: a host gone by then is recorded so."""
+    probes = [_Probe(exp.hosts[f.name], f.roles, f, END_TIMEOUT_S) for f in placement.hosts if f.name in exp.hosts]
+
+    def measure(p: _Probe) -> None:
+        try:
+            p.end_clock()
+        except Exception as e:  # whatever it was, the sweep's end is written: the reason goes with it
+            said = str(e) if isinstance(e, HostCheckError) else f"{type(e).__name__}: {e}"
+            p.facts.clock_end_error = said.removeprefix(f"{p.host.describe()}: ")
+        finally:
+            p.close()
+
+    if probes:
+        with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="hostclock") as pool:
+            list(pool.map(measure, probes))
+    placement.text = placement.describe()

@@ -15,6 +15,8 @@ from xferbench.analysis.row import Figures
 from xferbench.config import Load
 from xferbench.measure import figures, procfs, profile, steps, tree
 from xferbench.measure.scrape import Snapshot
+from xferbench.measure.targets import Unregister
+from xferbench.run import hostwindow
 from xferbench.run.generators import Generator, LoadHost, LocustGenerator, RemoteLoad, generator_class
 from xferbench.run.live import CellFailed, Live, affinity
 from xferbench.run.outputs import profile_figures, start_profile, write_series
@@ -41,6 +43,7 @@ class Phase:
     time_wait: list[int] = field(default_factory=list)  # TIME_WAIT sockets on the server's port, each tick
     gen_ticks: list[steps.Tick] = field(default_factory=list)  # the generator CPUs' idle time at every tick
     proc: list[tree.Sample] = field(default_factory=list)  # the server's whole process tree at every tick
+    hosts0: dict[str, hostwindow.Sample | None] | None = None  # with [hosts]: each host's counters at the warm tick
 
 
 def _self_cpu() -> float:
@@ -66,13 +69,14 @@ def load_phase(live: Live, load: Load, stem: str, search_step: bool = False) -> 
     unless it is a step of a capacity search, where that is the step's answer); the generator is stopped
     whatever happens."""
     phase = _start_generator(live, load, stem)
-    unwatch = None
+    unwatch: list[Unregister] = []
     try:
         try:
             phase.gen.wait_ready()
         except ServerStartError as e:
             raise CellFailed(str(e), e.tail) from None
-        unwatch = live.source.watch_client(f"127.0.0.1:{phase.gen.metrics_port}", {"xferbench_cell": live.run.cell.name})
+        unwatch = [live.source.watch_client(addr, {"xferbench_cell": live.run.cell.name, **labels})
+                   for addr, labels in phase.gen.metrics_targets()]
         if live.barrier is not None:
             try:
                 live.barrier.wait(timeout=READY_TIMEOUT_S)
@@ -89,8 +93,8 @@ def load_phase(live: Live, load: Load, stem: str, search_step: bool = False) -> 
     finally:
         if phase.profiler is not None:
             phase.profiler.sampler.stop()
-        if unwatch is not None:
-            unwatch()  # a last scrape, then the target goes (Prometheus keeps the series); before the stop
+        for each in unwatch:
+            each()  # a last scrape, then the target goes (Prometheus keeps the series); before the stop
         phase.gen.stop(grace_s=5.0)
         if phase.gen.stats is not None:
             live.row.locust_stats = phase.gen.stats
@@ -165,6 +169,8 @@ def _sample(live: Live, phase: Phase, profiled: bool = False) -> None:
             phase.cpu_self0, phase.cpu_gen0, phase.t_warm = _self_cpu(), _tree_cpu(gen.proc.pid), time.monotonic()
             phase.gen_cpus0 = procfs.cpu_idle_steal(live.exp.pinning.generator) if live.exp.pinning.generator else None
             gen.window_start()
+            if live.placement is not None:
+                phase.hosts0 = hostwindow.edge(live)
             if profiled:
                 phase.profiler = start_profile(live, phase.stem, ticks - k)
         if snap is not None:
@@ -251,8 +257,11 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> Figures:
     if phase.gen_cpus0 is not None and gen_cpus is not None:
         out["gen_cpus_idle_cores"] = _per_second(gen_cpus[0], phase.gen_cpus0[0], elapsed_w)
         out["gen_cpus_steal_cores"] = _per_second(gen_cpus[1], phase.gen_cpus0[1], elapsed_w)
+    phase.gen.window_end()
     if (hosts := phase.gen.host_figures(t_a, t_b)) is not None:
         out["load_hosts"] = hosts
+    if phase.hosts0 is not None:
+        out["hosts"] = hostwindow.figures(live, phase.hosts0, hostwindow.edge(live), phase.gen)
     if srv_whole:
         out["build_info"] = srv_whole[-1].label_values("xfer_build_info")
     out["timeseries"] = f"timeseries/{phase.stem}.csv"

@@ -5,6 +5,9 @@ library only, and is sent as text rather than imported there.
 Its first line is a JSON object: the facts, or {"error"}. Then it answers each line of stdin: "t" with its clock,
 "connect ADDR PORT TIMEOUT" with {"ok"} or {"error"}, "end SECONDS" with the idle CPUs over the session (at least
 SECONDS), after which it exits.
+
+As `PYTHON -c <this file's text> --clock` (the clock measured again when a sweep ends, hostcheck.end_clocks) it
+imports nothing, and its first line is {"clock": true}; then the same exchanges.
 """
 
 from __future__ import annotations
@@ -106,6 +109,10 @@ def main() -> None:
     root = sys.argv[1]
     mine = os.sched_getaffinity(0)
     t0, s0 = time.monotonic(), stat(mine)
+    if root == "--clock":
+        say({"clock": True})
+        answer(mine, t0, s0)
+        return
     mods: dict[str, ModuleType] = {}
     for name in MODULES:
         try:

@@ -1,13 +1,15 @@
 """The watch of a server run on another host ([[servers]] host, xferbench/run/remoteserver.py), run there as
 `PYTHON -X MARKER -c <this file's text> SERVER ARGV...` over one ssh session. Sent as text and standard library
-only, like the Locust workers' watch (remote_watch.py): it needs nothing of xferbench on the host.
+only, like the Locust workers' watch (remote_watch.py), with the text of xferbench/measure/hoststat.py before it
+(xferbench/run/programs.py): it needs nothing of xferbench on the host.
 
 - It starts the server in a process group of its own, the server's stdout and stderr on its stderr (the ssh
   session's stderr: the runner reads the ready line and keeps the log there), and says {"pid": PID} on stdout.
 - It answers each line of stdin on stdout, one JSON object each: "stat" with the server tree's figures from this
   host's /proc (the leader and its live descendants: CPU seconds with the children they reaped, RSS, threads,
-  descriptors, context switches, page faults, processes); "maps" with the shared objects each process maps (the
-  allocator preload's check); "stop GRACE" ends the server: SIGTERM to its group, SIGKILL GRACE seconds later.
+  descriptors, context switches, page faults, processes), and the host's own counters (`host`: hoststat.sample());
+  "maps" with the shared objects each process maps (the allocator preload's check); "stop GRACE" ends the server:
+  SIGTERM to its group, SIGKILL GRACE seconds later.
 - EOF on stdin (the runner closed it, or the ssh session died), SIGTERM, SIGHUP or SIGINT end the server's group
   the same way, with a grace of KILL_AFTER_S.
 - When the server exits it says {"exit": STATUS} (negative: the signal that ended it, as Popen says) and exits.
@@ -22,6 +24,8 @@ import subprocess
 import sys
 import threading
 from typing import Any
+
+from xferbench.measure.hoststat import sample
 
 KILL_AFTER_S = 5.0
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -133,7 +137,7 @@ class Watch:
         for line in sys.stdin:
             word = line.split()
             if word == ["stat"]:
-                say(figures(self.proc.pid))
+                say({**figures(self.proc.pid), "host": sample()})
             elif word == ["maps"]:
                 say({"maps": maps(self.proc.pid)})
             elif word[:1] == ["stop"]:

@@ -1,11 +1,14 @@
 """The watch of a load host's Locust workers (xferbench/run/generators.py), run there as
 `PYTHON -X MARKER -c <this file's text> PYTHON -X MARKER -m locust ... --worker ...` from the checkout there. Sent
-as text and standard library only, like the host check's probe.
+as text and standard library only, like the host check's probe; the one module of xferbench it imports,
+xferbench/measure/hoststat.py, is sent before it in the same text (xferbench/run/programs.py).
 
 It starts the worker in a process group of its own, the worker's output on stderr (the log here); answers each
-"stat" line of stdin with the idle and wall seconds of the CPUs it may use (JSON, on stdout); and ends the worker's
-group (SIGTERM, SIGKILL 5 s later) when stdin closes (the runner closed it, or the ssh session died) or on SIGTERM,
-SIGHUP or SIGINT. MARKER (an -X option Python ignores) names the run's processes for the backstop.
+"stat" line of stdin (JSON, on stdout) with the host's own counters (`host`: hoststat.sample()) and what the runner
+reads of them: the idle and iowait seconds of the CPUs it may use (`idle_s`), its monotonic clock (`t`) and how many
+CPUs (`cpus`); and ends the worker's group (SIGTERM, SIGKILL 5 s later) when stdin closes (the runner closed it, or
+the ssh session died) or on SIGTERM, SIGHUP or SIGINT. MARKER (an -X option Python ignores) names the run's
+processes for the backstop.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import Any
+
+from xferbench.measure.hoststat import sample
 
 KILL_AFTER_S = 5.0
 
@@ -27,8 +31,6 @@ class Watch:
 
     def __init__(self, argv: list[str]) -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=2, start_new_session=True)
-        self.mine = os.sched_getaffinity(0)
-        self.tick = os.sysconf("SC_CLK_TCK")
 
     def kill(self, sig: int) -> None:
         try:
@@ -43,24 +45,21 @@ class Watch:
         t.daemon = True
         t.start()
 
-    def idle(self) -> float:
-        """The idle and iowait seconds of the CPUs it may use, from /proc/stat."""
-        total = 0.0
-        with open("/proc/stat") as f:
-            for ln in f:
-                w = ln.split()
-                if w and w[0].startswith("cpu") and w[0][3:].isdigit() and int(w[0][3:]) in self.mine:
-                    total += (float(w[4]) + float(w[5])) / self.tick
-        return total
-
     def answer(self) -> None:
         """The "stat" lines of stdin; its end (EOF) ends the worker."""
         for line in sys.stdin:
             if line.strip() == "stat":
-                sys.stdout.write(json.dumps({"idle_s": self.idle(), "t": time.monotonic(), "cpus": len(self.mine)})
-                                 + "\n")
+                sys.stdout.write(json.dumps(stat()) + "\n")
                 sys.stdout.flush()
         self.end()
+
+
+def stat() -> dict[str, Any]:
+    """The answer to "stat": the host's sample, with apart the fields of it that the saturation check reads."""
+    host = sample()
+    cpu = host["cpu"]
+    idle = None if "error" in cpu else cpu["idle"] + cpu["iowait"]
+    return {"idle_s": idle, "t": host["mono"], "cpus": len(host["cpu_ids"]), "host": host}
 
 
 def main() -> None:

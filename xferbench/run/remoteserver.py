@@ -9,8 +9,9 @@
   them; the cell's env and a marker (XFERBENCH_MARKER, in every process it forks) set there.
 - **Ready** at its ready line, read from the session's stderr (the log here).
 - **Measured** by the watch: each tick's "stat" is the /proc tree of the server on that host (tree.py's ProcTree,
-  read there), and the allocator its `alloc` flag asks for is checked in that host's /proc/PID/maps once ready. No
-  cgroup is made on the host.
+  read there) and the host's own counters (xferbench/measure/hoststat.py: the run's `hosts` figures), and the
+  allocator its `alloc` flag asks for is checked in that host's /proc/PID/maps once ready. No cgroup is made on the
+  host.
 - **Stopped** with SIGTERM then SIGKILL (the watch's "stop GRACE"), its exit status the watch's; as a backstop, a
   remote pkill of the watch's marker and a kill of every process whose environment carries it.
 """
@@ -33,12 +34,12 @@ from typing import IO, Any
 from xferbench.analysis.row import Figures
 from xferbench.config import Cell, Host, servers
 from xferbench.config.command import ALLOC_LIBS
-from xferbench.measure import tree
-from xferbench.run import process, remote, remote_server_watch
+from xferbench.measure import hoststat, tree
+from xferbench.run import process, programs, remote, remote_server_watch
 from xferbench.run.process import READY_TIMEOUT_S, STOP_GRACE_S, TAIL_LINES, ServerStartError, parse_ready_line, spawn
 
 # Sent as text: the host needs a Python, not xferbench (xferbench/run/remote_server_watch.py).
-SERVER_WATCH = Path(remote_server_watch.__file__).read_text()
+SERVER_WATCH = programs.program(remote_server_watch, hoststat)
 ANSWER_TIMEOUT_S = 3.0  # a "stat" or "maps" answer, within the runner's one-second tick or a little more
 CLOCK = "the remote /proc process tree on {host} (10 ms ticks; live processes and the children they reaped)"
 _starts = itertools.count(1)
@@ -98,9 +99,11 @@ class RemoteTree:
     def read(self) -> tree.Sample | None:
         t0 = time.time()
         got = self.server.ask("stat")
+        t = (t0 + time.time()) / 2  # this machine's clock: the windows are cut by it
+        if got and isinstance(got.get("host"), dict):
+            self.server.host_sample = {**got["host"], "at": t}
         if not got or not got.get("procs"):
             return None
-        t = (t0 + time.time()) / 2  # this machine's clock: the windows are cut by it
         return tree.Sample(t, float(got["cpu_s"]), int(got["rss_bytes"]), int(got["threads"]),
                            int(got["ctx_switches"]), int(got["page_faults"]), int(got["fds"]), int(got["procs"]))
 
@@ -120,6 +123,8 @@ class RemoteServer:
         self.ready_line = ""
         self.exit_code: int | None = None
         self.copied = False
+        # The host's own counters at the last tick (hoststat.sample(), "at" this machine's time): the run's `hosts`.
+        self.host_sample: dict[str, Any] | None = None
         self._pid: int | None = None
         self._answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self._asking = threading.Lock()

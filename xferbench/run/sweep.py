@@ -146,6 +146,8 @@ def sweep(
         meta.finished_at = dt.datetime.now(dt.UTC).isoformat()
         meta.interrupted = interrupted
         meta.rounds = max((r.repeat for r in rows), default=0)
+        if placement is not None and not interrupted:
+            hostcheck.end_clocks(exp, placement)  # the hosts' clocks again, beside the check's (meta.placement)
         meta.write(run_dir / FILE)
     return SweepResult(run_dir, rows, interrupted)
 
