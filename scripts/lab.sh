@@ -4,7 +4,7 @@
 # machine"). Nothing leaves the machine: private addresses on a bridge that no physical interface is part of, no
 # default route inside the namespaces, no NAT, and the root namespace does not forward what arrives from the lab.
 #
-#   scripts/lab.sh up     [--name NAME] [--net A.B.C] [--hosts N] [--dir DIR] [--force] [--no-cpuset]
+#   scripts/lab.sh up     [--name NAME] [--net A.B.C] [--hosts N] [--dir DIR] [--force] [--no-cpuset] [--engine]
 #   scripts/lab.sh down   [--name NAME] [--dir DIR]
 #   scripts/lab.sh status [--name NAME] [--dir DIR]
 #
@@ -15,8 +15,16 @@
 # NAME2), known_hosts, hosts ("name address" lines), cpusets ("name group cpus" lines), lab.env (what down reads)
 # and one folder per host (sshd_config, host key, pid file, log).
 #
+# --engine: each host also runs a container engine of its own, Podman's API service (`podman system service`) in the
+# host's network namespace and cpuset, with storage of its own under DIR/NAMEi/podman/ and its run root and socket
+# under /run/xblab-NAME/NAMEi/ (DIR/engines lists the sockets, "name unix://socket" lines): [hosts.NAMEi] engine =
+# "unix:///run/xblab-NAME/NAMEi/podman.sock" in an experiment. It enters only the host's network namespace (nsenter --net), not `ip netns exec`'s
+# mount namespace, whose /sys has no cgroup file system (runc: "no cgroup mount found in mountinfo"). down removes
+# every container of each engine, stops it, unmounts and deletes its storage.
+#
 # For the tests: XFERBENCH_LAB_FAIL_AFTER=STEP makes up fail after STEP, XFERBENCH_LAB_HANG_AFTER=STEP makes it wait
-# after STEP until its stdin closes; the steps are cpusets, bridge, hostI (namespace and veth of host I), sshdI.
+# after STEP until its stdin closes; the steps are cpusets, bridge, hostI (namespace and veth of host I), sshdI,
+# engineI (up --engine).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 prog=scripts/lab.sh
@@ -51,6 +59,7 @@ HOSTS=3
 DIR=
 FORCE=0
 CPUSETS=1
+ENGINE=0
 name_given=0
 dir_given=0
 while [ $# -gt 0 ]; do
@@ -65,6 +74,7 @@ while [ $# -gt 0 ]; do
     --dir=*) DIR=${1#*=}; dir_given=1; shift ;;
     --force) FORCE=1; shift ;;
     --no-cpuset) CPUSETS=0; shift ;;
+    --engine) ENGINE=1; shift ;;
     -h|--help) usage ;;
     *) echo "$prog: unknown argument: $1" >&2; usage ;;
   esac
@@ -179,7 +189,19 @@ dir_sshd_pids() {
   done
 }
 
-# Every live process of the lab: in its namespaces, in its cpusets, or an sshd of its DIR.
+# The engines' processes (podman's service, conmon): their command lines name DIR. Found by name too, since a
+# namespace deleted under them would hide them from `ip netns pids`.
+dir_engine_pids() {
+  local p args
+  for p in /proc/[0-9]*; do
+    { args=$(tr '\0' ' ' <"$p/cmdline"); } 2>/dev/null || continue
+    case $args in
+      "podman "*"$DIR/"*|*"/conmon "*"$DIR/"*|"conmon "*"$DIR/"*) echo "${p#/proc/}" ;;
+    esac
+  done
+}
+
+# Every live process of the lab: in its namespaces, in its cpusets, or an sshd or engine of its DIR.
 lab_pids() {
   local ns g p
   {
@@ -190,6 +212,7 @@ lab_pids() {
       cat "$g"/*/cgroup.procs "$g/cgroup.procs" 2>/dev/null || true
     done
     dir_sshd_pids
+    dir_engine_pids
   } | sort -un | while read -r p; do
     if [ "$p" != "$$" ] && [ "$p" != "$PPID" ] && alive "$p"; then
       echo "$p"
@@ -211,8 +234,97 @@ lab_parts() {
   for x in $(lab_cpuset_parents); do parts+=("cpuset:$x"); done
   for x in $(lab_pids); do parts+=("pid:$x"); done
   if iptables_rule_present; then parts+=("iptables:$BRIDGE"); fi
+  for x in $(engine_dirs); do parts+=("engine:$x"); done
+  for x in $(engine_mounts); do parts+=("mount:$x"); done
   if [ -e "$DIR/lab.env" ]; then parts+=("dir:$DIR"); fi
   echo "${parts[*]}"
+}
+
+# ---- engines (up --engine) -----------------------------------------------------------------------------------------
+
+# Host $1's engine: its storage and files under DIR/NAMEi/podman; its run root, temporary folder and socket under
+# ENGINE_RUN/NAMEi, a short path on /run (podman refuses a run root of over 50 characters: its container sockets'
+# paths must fit in 108 bytes; and the engine's socket path must fit there too).
+ENGINE_RUN=/run/xblab-$NAME
+engine_dir() { echo "$DIR/$1/podman"; }
+engine_run() { echo "$ENGINE_RUN/$1"; }
+
+# The hosts whose engine folders exist (up --engine made them).
+engine_hosts() {
+  local d
+  for d in "$DIR"/"$NAME"[0-9]*/podman "$ENGINE_RUN"/"$NAME"[0-9]*; do
+    [ ! -d "$d" ] || echo "$d"
+  done | sed -E 's#/podman$##; s#.*/##' | sort -u
+}
+
+# Every part of the engines that exists: their folders (DIR's are removed with DIR) and ENGINE_RUN.
+engine_dirs() {
+  local ns
+  for ns in $(engine_hosts); do
+    [ ! -d "$(engine_dir "$ns")" ] || engine_dir "$ns"
+  done
+  [ ! -d "$ENGINE_RUN" ] || echo "$ENGINE_RUN"
+}
+
+# What the engines mounted (their storage's overlays, their containers' shm), deepest first.
+engine_mounts() {
+  awk -v d="$DIR/" -v r="$ENGINE_RUN/" 'index($2, d) == 1 || index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r
+}
+
+# The podman command line of host $1's engine (runc: Podman 4.3's default crun refuses cgroup v1).
+engine_podman() {
+  local pd rd
+  pd=$(engine_dir "$1")
+  rd=$(engine_run "$1")
+  echo podman --runtime runc --root "$pd/root" --runroot "$rd/run" --tmpdir "$rd/tmp"
+}
+
+# Removes every container of host $1's engine (in the host's network namespace, where their ports' rules are),
+# stops its service, kills what a failed removal left (by the containers' cgroups, named after their ids),
+# unmounts its storage.
+engine_down() {
+  local ns=$1 pd pid id d p t0 rc=0 podman_argv
+  pd=$(engine_dir "$ns")
+  read -ra podman_argv <<<"$(engine_podman "$ns")"
+  if [ -f "$pd/containers.conf" ] && command -v podman >/dev/null; then
+    if [ -e "/run/netns/$ns" ]; then
+      CONTAINERS_CONF=$pd/containers.conf timeout 60 nsenter --net="/run/netns/$ns" "${podman_argv[@]}" \
+        rm -af -t 0 >/dev/null 2>&1 || rc=1
+    else
+      CONTAINERS_CONF=$pd/containers.conf timeout 60 "${podman_argv[@]}" rm -af -t 0 >/dev/null 2>&1 || rc=1
+    fi
+  fi
+  pid=$(cat "$pd/service.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    t0=$SECONDS
+    while alive "$pid" && [ $((SECONDS - t0)) -lt 10 ]; do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  for d in "$pd"/root/overlay-containers/*/; do
+    id=$(basename "$d")
+    [[ $id =~ ^[0-9a-f]{64}$ ]] || continue
+    grep -l "libpod-$id" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3 | while read -r p; do
+      kill -KILL "$p" 2>/dev/null || true
+    done
+  done
+  for p in $(engine_mounts); do
+    case $p in "$pd/"* | "$(engine_run "$ns")/"*) umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || rc=1 ;; esac
+  done
+  return "$rc"
+}
+
+# Every engine down, then ENGINE_RUN removed (DIR's folders go with DIR).
+engines_down() {
+  local ns rc=0
+  for ns in $(engine_hosts); do
+    engine_down "$ns" || rc=1
+    removed+=("the engine of $ns")
+  done
+  if [ -d "$ENGINE_RUN" ]; then
+    [ -z "$(engine_mounts)" ] && rm -rf -- "$ENGINE_RUN" || rc=1
+  fi
+  return "$rc"
 }
 
 # ---- down ----------------------------------------------------------------------------------------------------------
@@ -260,6 +372,7 @@ lab_down() {
     note "lab $NAME: nothing to remove"
     return 0
   fi
+  engines_down || rc=1
   pids=$(lab_pids | wc -l)
   kill_lab_processes || rc=1
   [ "$pids" = 0 ] || removed+=("killed $pids process(es)")
@@ -555,6 +668,48 @@ wait_for_sshds() {
   done
 }
 
+# Starts host i's engine: Podman's API service in the host's network namespace (only: this machine's mounts, its
+# cgroup file system among them) and cpuset, on storage of its own, in a session of its own (it outlives up).
+start_engine() {
+  local i=$1 ns=$NAME$1 pd rd g="" podman_argv
+  pd=$(engine_dir "$ns")
+  rd=$(engine_run "$ns")
+  step="engine of $ns"
+  must mkdir -p "$pd" "$rd"
+  printf '# lab %s, host %s: written by %s up --engine\n[engine]\nruntime = "runc"\n' "$NAME" "$ns" "$prog" \
+    >"$pd/containers.conf"
+  read -ra podman_argv <<<"$(engine_podman "$ns")"
+  [ "$CPUSETS" = 0 ] || g=$(awk -v h="$ns" '$1 == h {print $2}' "$DIR/cpusets")
+  (
+    [ -z "$g" ] || echo "$BASHPID" >"$g/cgroup.procs"
+    cd "$pd"  # conmon writes a file `oom` into its working directory when a container is OOM-killed
+    export CONTAINERS_CONF=$pd/containers.conf
+    exec setsid nsenter --net="/run/netns/$ns" "${podman_argv[@]}" system service --time=0 "unix://$rd/podman.sock"
+  ) </dev/null >>"$pd/service.log" 2>&1 &
+  echo "$!" >"$pd/service.pid"
+  echo "$ns unix://$rd/podman.sock" >>"$DIR/engines"
+  checkpoint "engine$i"
+}
+
+# Polls until every engine answers on its socket, 60 s at most (a first start sets up its storage).
+wait_for_engines() {
+  local i ns pd sock t0=$SECONDS
+  for ((i = 1; i <= HOSTS; i++)); do
+    ns=$NAME$i
+    pd=$(engine_dir "$ns")
+    sock=$(engine_run "$ns")/podman.sock
+    step="waiting for the engine of $ns"
+    until [ -S "$sock" ] && podman --remote --url "unix://$sock" version >/dev/null 2>&1; do
+      alive "$(cat "$pd/service.pid")" || die "$step: it exited: $(tail -n 1 "$pd/service.log" 2>/dev/null)"
+      if [ $((SECONDS - t0)) -ge 60 ]; then
+        die "$step: no answer on $sock after 60 s: $(tail -n 1 "$pd/service.log" 2>/dev/null)"
+      fi
+      sleep 0.2
+    done
+    note "  $ns  engine unix://$sock  podman $(cat "$pd/service.pid")"
+  done
+}
+
 on_up_exit() {
   local rc=$?
   trap - EXIT INT TERM HUP
@@ -586,6 +741,11 @@ lab_up() {
   for x in ip ssh ssh-keygen unshare "$SSHD"; do
     command -v "$x" >/dev/null || die "$x is missing (scripts/bootstrap.sh installs openssh-server)"
   done
+  if [ "$ENGINE" = 1 ]; then
+    for x in podman runc nsenter; do
+      command -v "$x" >/dev/null || die "--engine: $x is missing (apt-get install podman runc)"
+    done
+  fi
 
   parts=$(lab_parts)
   if [ -n "$parts" ]; then
@@ -603,7 +763,7 @@ lab_up() {
   trap 'die "interrupted"' INT TERM HUP
   step="folder $DIR"
   must mkdir -p "$DIR"
-  printf 'NAME=%s\nNET=%s\nHOSTS=%s\nDIR=%s\n' "$NAME" "$NET" "$HOSTS" "$DIR" >"$DIR/lab.env"
+  printf 'NAME=%s\nNET=%s\nHOSTS=%s\nDIR=%s\nENGINE=%s\n' "$NAME" "$NET" "$HOSTS" "$DIR" "$ENGINE" >"$DIR/lab.env"
   [ -d /run/sshd ] || must install -d -m 0755 /run/sshd  # sshd's privilege separation directory
   write_keys_and_configs
   if [ "$CPUSETS" = 1 ]; then
@@ -618,6 +778,12 @@ lab_up() {
   done
   note "lab $NAME: $HOSTS hosts on $NET.0/24 (this machine: $BRIDGE $NET.1), files in $DIR"
   wait_for_sshds
+  if [ "$ENGINE" = 1 ]; then
+    for ((i = 1; i <= HOSTS; i++)); do
+      start_engine "$i"
+    done
+    wait_for_engines
+  fi
   note "ssh -F $DIR/ssh_config ${NAME}1"
   up_done=1
 }
@@ -650,6 +816,12 @@ lab_status() {
     fi
     printf '%-16s %-15s %-8s %-8s %s\n' "$ns" "$addr" "$pid" "${cpus:--}" "$answers"
   done <"$DIR/hosts"
+  if [ -f "$DIR/engines" ]; then
+    while read -r ns url; do
+      if podman --remote --url "$url" version >/dev/null 2>&1; then answers=answers; else answers="does not answer"; bad=1; fi
+      echo "$ns engine $url: $answers"
+    done <"$DIR/engines"
+  fi
   return "$bad"
 }
 

@@ -83,10 +83,15 @@ def _checked_experiment(args: argparse.Namespace, err: Console) -> config.Experi
             _refuse(err, f"--backend {args.backend}: cell {limited[0]!r} has [servers.limits], which only "
                     "containers get (--backend docker)")
             return None
-        remote = [c.name for c in exp.cells if c.load.hosts]
+        remote = [c.name for c in exp.cells if c.load.hosts and c.host is None]
         if args.backend == "docker" and remote:
             _refuse(err, f"--backend docker: cell {remote[0]!r} has its load on other hosts ([load] hosts), and servers "
-                    "in containers take a load from this machine only, for now")
+                    "in containers on this machine take a load from this machine only")
+            return None
+        bare = [c for c in exp.cells if c.host is not None and exp.hosts[c.host].engine is None]
+        if args.backend == "docker" and bare:
+            _refuse(err, f"--backend docker: cell {bare[0].name!r} runs on {bare[0].host}, and [hosts.{bare[0].host}] "
+                    "names no engine for its container (engine = \"unix:///PATH\", its socket there)")
             return None
         exp = dataclasses.replace(exp, backend=args.backend)
     if exp.profile:

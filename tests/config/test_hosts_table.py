@@ -5,6 +5,8 @@ yet. Whether the hosts answer is tests/run/test_hosts.py's."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -127,3 +129,70 @@ def test_the_server_listens_for_other_hosts_on_the_address_given_its_metrics_on_
                                                "--metrics-addr=127.0.0.1:0"]
     assert xe.servers.SERVERS["xferd-c"].port0_at("fd00::1") == ("--frame-addr=[fd00::1]:0", "--metrics-addr=127.0.0.1:0")
     assert hosts.DEFAULT_ROOT == str(xe.ROOT)
+
+
+ENGINE_HOST = '[hosts.app]\nssh = "root@10.77.0.2"\nengine = "unix:///run//podman/../podman/podman.sock"\n'
+DOCKER = '[experiment]\nbackend = "docker"\n'
+
+
+def test_a_hosts_engine_is_read_as_its_socket_there() -> None:
+    exp = xe.parse(tomllib.loads(DOCKER + ENGINE_HOST + '[[servers]]\nserver = "xferd-c"\nhost = "app"\n'), "e.toml")
+    app = exp.hosts["app"]
+    assert app.engine == "unix:///run/podman/podman.sock" and app.engine_socket == "/run/podman/podman.sock"
+    assert app.to_json()["engine"] == "unix:///run/podman/podman.sock"
+    assert exp.cells[0].host == "app" and exp.backend == "docker"
+    assert xe.parse(tomllib.loads(HOSTS + '[[servers]]\nserver = "xferd-go"\n'), "e.toml").hosts["gen1"].engine is None
+    # its container publishes its ports on the host's address: a load on other hosts reaches it
+    exp = xe.parse(tomllib.loads(DOCKER + ENGINE_HOST + HOSTS + '[load]\nhosts = ["gen1"]\n'
+                                 '[[servers]]\nserver = "xferd-c"\nhost = "app"\n'), "e.toml")
+    assert exp.cells[0].load.hosts == ("gen1",)
+
+
+@pytest.mark.parametrize(("engine", "said"), [
+    ("3", "engine = 3: expected the engine's socket on that host, unix:///PATH (e.g. engine = "
+          '"unix:///run/podman/podman.sock")'),
+    ('""', "engine = '': expected the engine's socket on that host, unix:///PATH"),
+    ('"tcp://10.77.0.2:2375"', "engine = 'tcp://10.77.0.2:2375': an engine's TCP port is not used: its API is root "
+                                "on that host, and a plain port hands it to anyone who reaches it"),
+    ('"https://10.77.0.2:2376"', "engine = 'https://10.77.0.2:2376': an engine's TCP port is not used"),
+    ('"ssh://root@10.77.0.2"', "engine = 'ssh://root@10.77.0.2': the Docker SDK's ssh:// runs `docker system "
+                               "dial-stdio` on the host, which Podman lacks"),
+    ('"npipe:////./pipe/docker_engine"', "engine = 'npipe:////./pipe/docker_engine': expected unix:///PATH, the "
+                                          "engine's socket on that host"),
+    ('"/run/podman/podman.sock"', "engine = '/run/podman/podman.sock': expected unix:///PATH"),
+    ('"unix://run/podman.sock"', "engine = 'unix://run/podman.sock': expected an absolute path after unix:// "
+                                 "(three slashes"),
+    ('"unix:///run/my podman.sock"', "engine = 'unix:///run/my podman.sock': a socket path without spaces or ':'"),
+    ('"unix:///run/a:b.sock"', "engine = 'unix:///run/a:b.sock': a socket path without spaces or ':' (ssh -L "
+                               "LOCAL:REMOTE takes it as it is)"),
+])
+def test_a_malformed_engine_is_refused_naming_the_key(engine: str, said: str) -> None:
+    got = _refused(f'[hosts.app]\nssh = "a"\nengine = {engine}\n[[servers]]\nserver = "xferd-go"\n')
+    assert got.startswith(f"e.toml: hosts.app.{said}"), got
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('[hosts.app]\nssh = "a"\n[[servers]]\nserver = "xferd-c"\nhost = "app"\n',
+     "e.toml: servers (cell 'c/frame'): host = 'app': a server in a container (experiment.backend = \"docker\") on "
+     "another host runs on that host's engine, and [hosts.app] names none (e.g. engine = "
+     '"unix:///run/podman/podman.sock", its socket there)'),
+    (ENGINE_HOST + '[load]\nhosts = ["app"]\n[[servers]]\nserver = "xferd-go"\n',
+     "e.toml: servers (cell 'go/grpc'): load.hosts = ['app']: servers in containers (experiment.backend = "
+     '"docker") on this machine publish their ports on 127.0.0.1, out of other hosts\' reach'),
+])
+def test_what_a_container_on_another_host_cannot_run_with_is_refused(text: str, said: str) -> None:
+    assert _refused(DOCKER + text).startswith(said)
+
+
+def test_backend_docker_on_the_command_line_needs_the_servers_hosts_engine(tmp_path: Path) -> None:
+    """`xferbench run --backend docker` over an experiment written for processes: a server host without an engine is
+    refused as the file would be, before anything starts."""
+    path = tmp_path / "e.toml"
+    path.write_text('[hosts.app]\nssh = "root@10.77.0.2"\n[[servers]]\nserver = "xferd-c"\nhost = "app"\n')
+    r = subprocess.run([sys.executable, "-m", "xferbench", "run", str(path), "--backend", "docker",
+                        "--out", str(tmp_path / "run")], cwd=xe.ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "error: --backend docker: cell 'c/frame' runs on app, and [hosts.app] names no engine for its container "
+        '(engine = "unix:///PATH", its socket there)'), r.stderr
+    assert not (tmp_path / "run").exists()

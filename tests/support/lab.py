@@ -66,14 +66,17 @@ def lab_sh(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def two_hosts_up(prefix: str, second_octet: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def two_hosts_up(prefix: str, second_octet: int, tmp_path_factory: pytest.TempPathFactory,
+                 *up_args: str) -> Iterator[Lab]:
     """A lab of two hosts for one module: named `<prefix><worker>a` on 10.<second_octet>.<100 + worker>, so that the
-    modules and the pytest-xdist workers never share one; always torn down."""
+    modules and the pytest-xdist workers never share one (`up_args`: more of lab.sh up's, e.g. "--engine"); always
+    torn down."""
     m = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
     worker = int(m[1]) if m else 0
     lab = Lab(f"{prefix}{worker}a", f"10.{second_octet}.{100 + worker % 150}", tmp_path_factory.mktemp(prefix) / "lab")
     try:
-        up = lab_sh("up", "--name", lab.name, "--net", lab.net, "--hosts", "2", "--dir", str(lab.dir), "--force")
+        up = lab_sh("up", "--name", lab.name, "--net", lab.net, "--hosts", "2", "--dir", str(lab.dir), "--force",
+                    *up_args)
         assert up.returncode == 0, f"scripts/lab.sh up: {up.stdout}{up.stderr}"
         yield lab
     finally:

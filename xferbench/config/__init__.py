@@ -69,6 +69,8 @@ Schema (every key below is optional unless marked *required*)::
                                 # default: this checkout's .venv/bin/python (a host sharing this filesystem has
                                 # it; else install the project there into a venv at the same path, or name it)
     root = "/srv/xb"            # the checkout there, where the workers run from; default: this checkout's path
+    engine = "unix:///run/podman/podman.sock"  # its container engine's socket there, reached over its ssh: a
+                                # [[servers]] host = "gen1" runs its container there with backend = "docker"
 
     [pinning]                   # CPU sets (CPU numbers as the kernel counts them). Default with >= 2 CPUs:
     server = [0]                # the server on the lower half, Locust on the upper half, disjoint

@@ -6,6 +6,7 @@ Locust workers or a group's server (xferbench/run/remoteserver.py).
     ssh_config = "../build/lab/ssh_config"   # ssh -F FILE; relative to the experiment file's folder
     python = "/srv/xferbench/.venv/bin/python"   # default: this checkout's .venv/bin/python
     root = "/srv/xferbench"         # the checkout there; default: this checkout's path
+    engine = "unix:///run/podman/podman.sock"   # its container engine's socket, for backend = "docker" servers there
 
     [load]
     hosts = ["gen1", "gen2"]        # `processes` Locust workers on each (default 1), the master here
@@ -13,6 +14,11 @@ Locust workers or a group's server (xferbench/run/remoteserver.py).
     [[servers]]
     server = "xferd-c"
     host = "app"                    # this group's server on [hosts.app]; default: this machine
+
+`engine` is a socket path on the host, reached through an OpenSSH unix-socket forward over the host's own ssh
+(xferbench/run/containers/forward.py): Docker's and Podman's sockets alike, and no TCP port open on the host. A
+`tcp://` address is refused (an engine's API is root on its host, and a plain TCP port hands it to anyone who
+reaches the port), and so is `ssh://` (the Docker SDK runs `docker system dial-stdio` there, which Podman lacks).
 
 What is read here is only what the file says; whether SSH works, the host's Python has this project at the same
 version, its clock and CPUs, and whether it reaches the servers, is xferbench/run/hostcheck.py's check, run before
@@ -32,7 +38,7 @@ from xferbench.config.files import ROOT
 from xferbench.config.model import Cell, ExperimentError, Host, Load
 from xferbench.config.values import _table, _unknown
 
-HOST_KEYS = ("ssh", "ssh_config", "python", "root")
+HOST_KEYS = ("ssh", "ssh_config", "python", "root", "engine")
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # A host that shares this machine's filesystem has these; another gets the project installed into a venv at the
 # same path, or names its own (docs/EXPERIMENTS.md, "Load from other hosts").
@@ -74,7 +80,36 @@ def _host(name: str, tab: dict[str, Any], where: str, folder: Path) -> Host:
     if not isinstance(root, str) or not root.startswith("/"):
         raise ExperimentError(f"{where}.root = {root!r}: expected the absolute path of this project's checkout on "
                               "that host (default: this checkout's path)")
-    return Host(name, ssh, config, python, root.rstrip("/") or "/")
+    return Host(name, ssh, config, python, root.rstrip("/") or "/", _engine(tab.get("engine"), where))
+
+
+ENGINE_EXAMPLE = 'e.g. engine = "unix:///run/podman/podman.sock"'
+
+
+def _engine(v: Any, where: str) -> str | None:
+    """`engine`: "unix:///PATH", the engine's socket on the host, normalized; ExperimentError says what it takes."""
+    if v is None:
+        return None
+    what = f"{where}.engine = {v!r}"
+    if not isinstance(v, str) or not v.strip():
+        raise ExperimentError(f"{what}: expected the engine's socket on that host, unix:///PATH ({ENGINE_EXAMPLE})")
+    scheme = v.partition("://")[0].lower() if "://" in v else ""
+    if scheme in ("tcp", "http", "https"):
+        raise ExperimentError(f"{what}: an engine's TCP port is not used: its API is root on that host, and a plain "
+                              f"port hands it to anyone who reaches it; give its socket, which xferbench reaches over "
+                              f"this host's ssh ({ENGINE_EXAMPLE})")
+    if scheme == "ssh":
+        raise ExperimentError(f"{what}: the Docker SDK's ssh:// runs `docker system dial-stdio` on the host, which "
+                              f"Podman lacks; give the engine's socket there, which xferbench forwards over this "
+                              f"host's ssh ({ENGINE_EXAMPLE})")
+    if scheme != "unix":
+        raise ExperimentError(f"{what}: expected unix:///PATH, the engine's socket on that host ({ENGINE_EXAMPLE})")
+    path = v[len("unix://"):]
+    if not path.startswith("/"):
+        raise ExperimentError(f"{what}: expected an absolute path after unix:// (three slashes: {ENGINE_EXAMPLE})")
+    if any(c.isspace() or c == ":" for c in path):
+        raise ExperimentError(f"{what}: a socket path without spaces or ':' (ssh -L LOCAL:REMOTE takes it as it is)")
+    return "unix://" + os.path.normpath(path)
 
 
 def check_value(v: Any) -> tuple[str, ...]:
@@ -114,9 +149,10 @@ def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, networ
         if network:
             raise ExperimentError(f"{where}: [network]'s proxy runs on this machine, between a local load and the "
                                   "server; drop one of them")
-        if backend != "process":
-            raise ExperimentError(f'{where}: servers in containers (experiment.backend = "{backend}") take a load '
-                                  "from this machine only, for now")
+        if backend != "process" and c.host is None:
+            raise ExperimentError(f'{where}: servers in containers (experiment.backend = "{backend}") on this machine '
+                                  "publish their ports on 127.0.0.1, out of other hosts' reach; put the server on "
+                                  "a host's engine too ([[servers]] host, [hosts.NAME] engine)")
         for key in ("locustfile", "proto", "protoset", "import_path"):
             if getattr(c.load, key):
                 raise ExperimentError(f"{where}: load.{key} is a file of this machine, which the workers on other "
@@ -129,16 +165,18 @@ def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, networ
 def _check_server_host(hosts: dict[str, Host], c: Cell, *, network: bool, backend: str, profile: bool,
                        soak: bool) -> None:
     """`[[servers]] host`: a declared host, and a server the remote runner can start and measure there (a registry
-    server, as a process, measured by the /proc tree its watch reads on the host)."""
+    server: as a process, measured by the /proc tree its watch reads on the host; in a container, on the host's
+    `engine`, measured by that engine's statistics of the container)."""
     where = f"servers (cell {c.name!r}): host = {c.host!r}"
     if c.host not in hosts:
         raise ExperimentError(f"{where}: no [hosts.{c.host}] in this experiment (declared: {', '.join(hosts) or 'none'})")
     if c.kind.launcher != "registry":
         raise ExperimentError(f"{where}: a server on another host is one of the registry's (xferd-go, xferd-c, "
                               f"bare-echo) for now, not a {c.server} server")
-    if backend != "process":
-        raise ExperimentError(f'{where}: servers in containers (experiment.backend = "{backend}") run on this '
-                              "machine only, for now")
+    if backend != "process" and hosts[c.host].engine is None:
+        raise ExperimentError(f'{where}: a server in a container (experiment.backend = "{backend}") on another host '
+                              f"runs on that host's engine, and [hosts.{c.host}] names none ({ENGINE_EXAMPLE}, its "
+                              "socket there)")
     if network:
         raise ExperimentError(f"{where}: [network]'s proxy runs on this machine, in front of a local server; drop "
                               "one of them")

@@ -247,13 +247,20 @@ class Host:
     ssh_config: str | None = None  # ssh -F FILE (absolute: resolved against the experiment file's folder)
     python: str = ""  # the Python there that has this project (hosts.py gives the default: this checkout's venv)
     root: str = ""  # the checkout there, where the load's code is run from (default: this checkout's path)
+    engine: str | None = None  # its container engine's socket there, "unix:///PATH" (reached through ssh -L)
 
     def describe(self) -> str:
         """How every message names it: "gen1 (root@10.77.0.2)"."""
         return f"{self.name} ({self.ssh})"
 
+    @property
+    def engine_socket(self) -> str | None:
+        """The path of its engine's socket on the host (`engine` without its unix://)."""
+        return self.engine.removeprefix("unix://") if self.engine else None
+
     def to_json(self) -> dict[str, Any]:
-        return {"ssh": self.ssh, "ssh_config": self.ssh_config, "python": self.python, "root": self.root}
+        return {"ssh": self.ssh, "ssh_config": self.ssh_config, "python": self.python, "root": self.root,
+                "engine": self.engine}
 
 
 @dataclass(frozen=True)

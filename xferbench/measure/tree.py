@@ -81,8 +81,12 @@ class ProcTree:
 
 def cpu_step_s(t: Tree) -> float | None:
     """The step of the tree's CPU clock: None for a cgroup's nanoseconds; /proc's clock tick for a tree read from
-    /proc, here or on another host (USER_HZ, which /proc reports in: 100 per second on every Linux)."""
-    return None if isinstance(t, CgroupTree) else 1 / os.sysconf("SC_CLK_TCK")
+    /proc, here or on another host (USER_HZ, which /proc reports in: 100 per second on every Linux); a tree that
+    names its own `step_s` has that (a container's cgroup read by its engine on another host: None)."""
+    if isinstance(t, CgroupTree):
+        return None
+    step: float | None = getattr(t, "step_s", 1 / os.sysconf("SC_CLK_TCK"))
+    return step
 
 
 @dataclass(frozen=True)

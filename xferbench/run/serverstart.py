@@ -21,15 +21,18 @@ if TYPE_CHECKING:  # the docker SDK is imported only when an experiment runs con
 
 def container_engine(exp: Experiment) -> docker.DockerClient | None:
     """backend = "docker": a client of the engine (started when needed), after removing the containers of
-    runners that died without cleaning up. Raises containers.engine.EngineError saying why there is none."""
+    runners that died without cleaning up; the engines of other hosts that run servers ([hosts.NAME] engine)
+    answering, cleared alike and given the images their cells use. Raises containers.engine.EngineError saying
+    why there is none."""
     if exp.backend != "docker":
         return None
-    from xferbench.run.containers import backend, engine
+    from xferbench.run.containers import backend, engine, remote
 
     client = engine.ensure()
     backend.remove_orphans(client)
     _ensure_default_images(exp, client)
     _check_command_images(exp, client)
+    remote.prepare(exp, client)
     return client
 
 
@@ -108,10 +111,16 @@ def _remote_registry_process(live: Live) -> ServerHandle:
     it (xferbench/run/remoteserver.py)."""
     exp, cell = live.exp, live.run.cell
     assert cell.host is not None
-    facts = next((h for h in live.placement.hosts if h.name == cell.host), None) if live.placement else None
+    return remoteserver.start(cell, exp.hosts[cell.host], _host_address(live), live.log("server"))
+
+
+def _host_address(live: Live) -> str:
+    """The address of the cell's host as the host check found it (its SSH_CONNECTION): where its server listens."""
+    host = live.run.cell.host
+    facts = next((h for h in live.placement.hosts if h.name == host), None) if live.placement else None
     if facts is None or not facts.address:
-        raise ServerStartError(f"{cell.host}: the host check found no address of it (its SSH_CONNECTION)", [])
-    return remoteserver.start(cell, exp.hosts[cell.host], facts.address, live.log("server"))
+        raise ServerStartError(f"{host}: the host check found no address of it (its SSH_CONNECTION)", [])
+    return facts.address
 
 
 def _command_process(live: Live) -> ServerHandle:
@@ -139,9 +148,15 @@ def start_server(live: Live) -> ServerHandle:
     if live.engine is None:
         live.engine = container_engine(exp)
     assert live.engine is not None
-    server = ContainerServer(
-        live.engine, cell, log_path=live.log("server"), cpus=exp.pinning.server, run_label=live.run_dir.name
-    )
+    server: ContainerServer
+    if cell.host is not None:  # on that host's engine ([hosts.NAME] engine), published on its address
+        from xferbench.run.containers import remote
+
+        server = remote.start(cell, exp.hosts[cell.host], _host_address(live), live.log("server"), live.run_dir.name)
+    else:
+        server = ContainerServer(
+            live.engine, cell, log_path=live.log("server"), cpus=exp.pinning.server, run_label=live.run_dir.name
+        )
     live.row.container = server.describe()
     return server
 

@@ -16,7 +16,9 @@ both backends:
   kernel OOM-killed it (`exit_text()`);
 - the container's own figures (`cgroup.figures`) are read at each `sample()` and before it is stopped;
   stopping removes it;
-- every live container is in a registry that `kill_all()` (atexit, the runner's Ctrl-C/SIGTERM path) removes.
+- every live container is in a registry that `kill_all()` (atexit, the runner's Ctrl-C/SIGTERM path) removes;
+- on another host's engine (xferbench/run/containers/remote.py) the same lifecycle, through an ssh forward: its
+  ports published on that host's address, and its figures from that engine's statistics.
 
 One file a little over the project's 400 lines, on purpose: the handle adds itself to that registry when it
 creates a container and leaves it when it removes one, and `kill_all` and `remove_orphans` act on the same
@@ -29,6 +31,8 @@ import atexit
 import collections
 import contextlib
 import os
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -52,10 +56,15 @@ from xferbench.run.containers.base import ulimits
 from xferbench.run.process import READY_TIMEOUT_S, TAIL_LINES, ServerStartError, parse_ready_line
 
 RUNNER_PID_LABEL = "io.xferbench.runner-pid"
+# The machine of that pid: an engine on another host may serve runners of several machines, and a pid is only
+# known alive on its own.
+RUNNER_HOST_LABEL = "io.xferbench.runner-host"
 # The server runs under a small sh (PID 1) that forwards SIGTERM/SIGINT, and once the server is gone prints
 # the cgroup's OOM-kill count before the cgroup disappears with the container. Why: Podman 4.3 with runc on
 # cgroup v1 reports OOMKilled=false for a server the kernel OOM-killed (exit 137), and the host-side cgroup
-# files vanish with it. "$0" is the server, "$@" its arguments; the count line is OOM_MARK oom_kill=N.
+# files vanish with it. "$0" is the server, "$@" its arguments; the count line is OOM_MARK oom_kill=N. It also
+# prints the cgroup's final CPU-period and memory-peak counters, one OOM_MARK KEY=N line each: on another host's
+# engine they are where those figures come from (Podman's statistics report no throttling and no peak).
 OOM_MARK = "xferbench-container"
 WRAPPER = (
     # Traps first: a stop that comes before the server's pid is known is kept. Before the server starts, it
@@ -75,6 +84,19 @@ WRAPPER = (
     "for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do\n"
     '  [ -r "$f" ] && while read -r k v; do [ "$k" = oom_kill ] && echo "' + OOM_MARK + ' oom_kill=$v" >&2; done < "$f"\n'
     "done\n"
+    # cgroup v1 (cpu or cpu,cpuacct) or v2; v2's memory.events "max" is v1's failcnt
+    "for f in /sys/fs/cgroup/cpu/cpu.stat /sys/fs/cgroup/cpu,cpuacct/cpu.stat /sys/fs/cgroup/cpu.stat; do\n"
+    '  [ -r "$f" ] || continue\n'
+    '  while read -r k v; do case $k in nr_periods|nr_throttled|throttled_time|throttled_usec) echo "'
+    + OOM_MARK + ' $k=$v" >&2;; esac; done < "$f"\n'
+    "  break\n"
+    "done\n"
+    "for f in /sys/fs/cgroup/memory/memory.max_usage_in_bytes:mem_peak /sys/fs/cgroup/memory.peak:mem_peak "
+    "/sys/fs/cgroup/memory/memory.failcnt:failcnt; do\n"
+    '  [ -r "${f%:*}" ] && read -r v < "${f%:*}" && echo "' + OOM_MARK + ' ${f##*:}=$v" >&2\n'
+    "done\n"
+    '[ -r /sys/fs/cgroup/memory.events ] && while read -r k v; do [ "$k" = max ] && echo "'
+    + OOM_MARK + ' failcnt=$v" >&2; done < /sys/fs/cgroup/memory.events\n'
     "exit $code\n"
 )
 STOP_GRACE_S = 10
@@ -160,6 +182,8 @@ STARTS: dict[servers.Launcher, Callable[[Cell], _Start]] = {"registry": _start_r
 class ContainerServer:
     """One cell's server in a container, up once its ready line is read from the container's log."""
 
+    publish_at = "127.0.0.1"  # the address its ports are published on, where the load and the scraper connect
+
     def __init__(
         self,
         client: docker.DockerClient,
@@ -184,6 +208,7 @@ class ContainerServer:
         self.figures: Figures = {}
         self.oom_killed = False
         self.oom_kills: int | None = None  # the cgroup's count, printed by the wrapper as the container ends
+        self.at_exit: dict[str, int] = {}  # the cgroup's other final counters, printed by the wrapper alike
         self.returncode: int | None = None  # set once the container has exited
         self._pid = 0  # the wrapper's host pid once started, then the server's under it
         self._client = client
@@ -212,6 +237,7 @@ class ContainerServer:
         labels = {
             LABEL: "runner",
             RUNNER_PID_LABEL: str(os.getpid()),
+            RUNNER_HOST_LABEL: socket.gethostname(),
             "io.xferbench.cell": cell.name,
             "io.xferbench.run": run_label,
         }
@@ -246,8 +272,8 @@ class ContainerServer:
         if len(entry) != 1:
             self._close_log()
             raise ServerStartError(f"image {self.image}: its entrypoint must be the server binary alone, not {entry}", [])
-        # (address, None): the engine picks a free host port on 127.0.0.1 (read back from inspect).
-        published: dict[str, Any] = {f"{p}/tcp": ("127.0.0.1", None) for p in ports(cell.server).values()}
+        # (address, None): the engine picks a free host port on that address (read back from inspect).
+        published: dict[str, Any] = {f"{p}/tcp": (self.publish_at, None) for p in ports(cell.server).values()}
         return [entry[0], *container_argv(cell)], container_env(cell), published
 
     def _start(self, timeout_s: float) -> None:
@@ -273,6 +299,10 @@ class ContainerServer:
             self.ready, self.ready_line = dict(self._launch.addrs), self._check.condition()
         else:
             self.ready = self._published(self.ready)
+        self._measure(wrapper_pid)
+
+    def _measure(self, wrapper_pid: int) -> None:
+        """What the runner measures it by: the server's pid under the wrapper, and the container's cgroup."""
         self._pid = _child(wrapper_pid) or wrapper_pid  # the server itself, under the wrapper
         # The container's own cgroup counts the whole tree (the wrapper's shell is a sleeping few hundred KiB).
         group = cgroup.of_pid(wrapper_pid)
@@ -291,7 +321,7 @@ class ContainerServer:
         return f" ({self._check.condition()})" if self._check else ""
 
     def _published(self, inside: dict[str, str]) -> dict[str, str]:
-        """The ready line's addresses, each replaced by the 127.0.0.1 port it is published on."""
+        """The ready line's addresses, each replaced by the port it is published on (at `publish_at`)."""
         self.container.reload()
         bound = self.container.attrs["NetworkSettings"]["Ports"] or {}
         out = dict(inside)
@@ -300,7 +330,8 @@ class ContainerServer:
                 host = (bound.get(f"{port}/tcp") or [{}])[0]
                 if not host.get("HostPort"):
                     raise ServerStartError(f"{self.name}'s {key} port {port} was not published: {bound}", list(self.tail))
-                out[key] = f"127.0.0.1:{host['HostPort']}"
+                at = f"[{self.publish_at}]" if ":" in self.publish_at else self.publish_at
+                out[key] = f"{at}:{host['HostPort']}"
         return out
 
     def _lines(self) -> Iterator[str]:
@@ -317,9 +348,12 @@ class ContainerServer:
         """Follows the log until the container exits; then notes how it exited."""
         with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException, OSError):
             for line in self._lines():
-                if line.startswith(OOM_MARK + " oom_kill="):
-                    self.oom_kills = int(line.rpartition("=")[2] or 0)
-                    self.oom_killed = self.oom_killed or self.oom_kills > 0
+                if (count := _counter(line)) is not None:
+                    key, n = count
+                    self.at_exit[key] = n
+                    if key == "oom_kill":
+                        self.oom_kills = n
+                        self.oom_killed = self.oom_killed or n > 0
                     continue
                 self.tail.append(line)
                 if self._check:
@@ -414,6 +448,14 @@ class ContainerServer:
         return {"image": self.image, "id": str(self.container.id)[:12], "name": self.container.name, **self.limits.to_json()}
 
 
+def _counter(line: str) -> tuple[str, int] | None:
+    """A wrapper's "OOM_MARK KEY=N" line as (KEY, N); None for any other line."""
+    if not line.startswith(OOM_MARK + " "):
+        return None
+    key, sep, value = line[len(OOM_MARK) + 1 :].partition("=")
+    return (key, int(value)) if sep and value.isdigit() else None
+
+
 def _child(pid: int) -> int | None:
     """The one child of the wrapper shell: the server."""
     try:
@@ -442,11 +484,16 @@ def _mib(n: int | None) -> str:
 
 
 def kill_all() -> None:
-    """Removes every container this process started and has not removed yet (Ctrl-C, SIGTERM, exit)."""
+    """Removes every container this process started and has not removed yet (Ctrl-C, SIGTERM, exit), then closes
+    the forwards to other hosts' engines it reached some of them through."""
     with _live_lock:
         containers = list(_live.values())
     for c in containers:
         _remove(c)
+    if "xferbench.run.containers.forward" in sys.modules:
+        from xferbench.run.containers import forward
+
+        forward.close_all()
 
 
 atexit.register(kill_all)
@@ -454,10 +501,14 @@ atexit.register(kill_all)
 
 def remove_orphans(client: docker.DockerClient) -> list[str]:
     """Removes runner containers whose runner is gone (killed with SIGKILL, so no cleanup ran): labelled
-    with a runner pid that no longer lives. Other projects' and live runners' containers stay."""
+    with a runner pid of this machine that no longer lives. Other projects', other machines' and live runners'
+    containers stay."""
     gone = []
+    here = socket.gethostname()
     for c in client.containers.list(all=True, filters={"label": f"{LABEL}=runner"}):
         pid = c.labels.get(RUNNER_PID_LABEL, "")
+        if c.labels.get(RUNNER_HOST_LABEL, here) != here:
+            continue
         if pid.isdigit() and int(pid) != os.getpid() and not procfs.pid_alive(int(pid)):
             _remove(c)
             gone.append(str(c.name))
