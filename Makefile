@@ -55,7 +55,7 @@ test-py:
 # The conformance and frame bad-input suites again, against xferd-c built with ASan+UBSan (LeakSanitizer on).
 test-asan:
 	$(MAKE) -C servers/c asan
-	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q -n $${PYTEST_WORKERS:-2} --dist loadfile tests/servers/conformance tests/servers/badinput tests/servers/c/test_shutdown_race.py tests/servers/c/test_alloc_metrics.py --ignore=tests/servers/badinput/test_grpc_badinput.py
+	XFERD_SERVERS=xferd-c XFERD_C_BIN=$(CURDIR)/$(BIN)/xferd-c-asan $(PYTEST) -q -n $${PYTEST_WORKERS:-2} --dist loadfile tests/servers/conformance tests/servers/badinput tests/servers/c/test_shutdown_race.py tests/servers/c/test_alloc_metrics.py tests/servers/tls_c --ignore=tests/servers/badinput/test_grpc_badinput.py
 
 # Go fuzz targets as package:Target. Each explores for GO_FUZZ_EXECS inputs (one worker: the machine is shared).
 # A count, not a duration: Go 1.26's coordinator can report a spurious "context deadline exceeded" failure when

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from py_client import XferError, connect, meta, parse_target
+from py_client import TLSOptions, XferError, connect, meta, parse_target
 from py_client.durations import DURATION_HELP, parse_duration
 from py_client.sizes import SIZE_HELP, parse_size
 
@@ -68,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="grpc://host:port or frame://host:port")
         p.add_argument("--timeout", type=_timeout, default=60.0, metavar="DURATION",
                        help=f"per call: {DURATION_HELP} (default 60)")
+        p.add_argument("--tls-ca", type=Path, metavar="FILE",
+                       help="speak TLS, trusting the PEM certificates in FILE (the target is a TLS listener)")
+        p.add_argument("--tls-server-name", metavar="NAME",
+                       help="with --tls-ca: the name the server's certificate must carry (default: the target's host)")
+        p.add_argument("--tls-resume", choices=("on", "off"),
+                       help="with --tls-ca: resume the TLS session on a new connection (default on)")
 
     up = sub.add_parser("upload", help="upload a file")
     common(up)
@@ -111,6 +117,20 @@ def _size_range(text: str) -> tuple[int, int]:
     return pair
 
 
+def _tls_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TLSOptions | None:
+    """The --tls-* arguments, the CA file read once here so that a bad one is an argument error."""
+    if args.tls_ca is None:
+        if args.tls_server_name is not None or args.tls_resume is not None:
+            parser.error("argument --tls-server-name/--tls-resume: only with --tls-ca")
+        return None
+    tls = TLSOptions(args.tls_ca, args.tls_server_name, args.tls_resume != "off")
+    try:
+        tls.context()
+    except ValueError as e:
+        parser.error(f"argument --tls-ca: {e}")
+    return tls
+
+
 def _line(op: str, ok: bool, nbytes: int | None, crc: int | None, seconds: float | None,
           error: str | None) -> dict[str, Any]:
     return {"op": op, "ok": ok, "bytes": nbytes, "crc32": crc, "seconds": seconds, "error": error}
@@ -135,7 +155,7 @@ def _download_to(client: Any, name: str, out: Path, chunk: int) -> Any:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     op: str = args.op
     t0 = time.perf_counter()
-    with connect(args.target, timeout=args.timeout) as client:
+    with connect(args.target, timeout=args.timeout, tls=args.tls) as client:
         if op == "upload":
             r = client.upload(args.name, path=args.file, chunk_size=args.chunk)
             return _line(op, True, r.bytes, r.crc32, r.seconds, None)
@@ -172,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"argument --out: {str(args.out)!r} is a directory")
     if args.timeout <= 0:
         parser.error(f"argument --timeout: {args.timeout} must be positive")
+    args.tls = _tls_options(parser, args)
     t0 = time.perf_counter()
     try:
         line = run(args)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 import zlib
@@ -39,6 +40,7 @@ from py_client.frame import (
 from py_client.meta import Entries
 from py_client.results import StatResult, TransferResult
 from py_client.target import split_host_port
+from py_client.tls import TLSOptions
 from xfer.v1 import file_transfer_pb2, frame_pb2
 
 M = TypeVar("M", bound=Message)
@@ -51,6 +53,11 @@ CallSpec = tuple[str, Body] | tuple[str, Body, type[Message]]
 _RECV_SIZE = 256 << 10
 _BIG_FRAME = 256 << 10  # frames larger than this are received straight into their own buffer
 _POLL_IN = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
+# What one TLS send may hand OpenSSL: it takes all of it or nothing, and a send that would block must be
+# retried with the same bytes.
+_TLS_SEND = 256 << 10
+# Non-blocking TLS reads and writes that must wait for the socket, as BlockingIOError for plain ones.
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 class _ConnectionLost(Exception):
@@ -62,10 +69,14 @@ class _ConnectionLost(Exception):
 
 
 class FrameClient:
-    """Client for `frame://host:port`. Not meant to be shared by threads at once (calls serialize)."""
+    """Client for `frame://host:port`. Not meant to be shared by threads at once (calls serialize).
+
+    With `tls`, the connection is TLS (PROTOCOL.md "TLS"); a failed handshake raises `unavailable` saying why,
+    and with `tls.resume` each new connection resumes the session of the one before.
+    """
 
     def __init__(self, address: str, *, inflight: int = 8, timeout: float = 60.0,
-                 max_frame: int = 2 * DEFAULT_MAX_FRAME) -> None:
+                 max_frame: int = 2 * DEFAULT_MAX_FRAME, tls: TLSOptions | None = None) -> None:
         if inflight < 1:
             raise ValueError(f"inflight {inflight} must be at least 1")
         if timeout <= 0:
@@ -82,6 +93,10 @@ class FrameClient:
         self._big_fill = 0
         self._frames: deque[bytes | bytearray] = deque()
         self._lock = threading.Lock()
+        self.tls = tls
+        self._tls_context = tls.context() if tls is not None else None
+        self._tls_session: ssl.SSLSession | None = None
+        self.tls_resumed: bool | None = None  # whether the last TLS connection resumed a session
 
     # ---- connection -------------------------------------------------------------------------------
 
@@ -93,6 +108,8 @@ class FrameClient:
         except OSError as e:
             raise XferError("unavailable", f"connect to {self.address}: {e}") from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls_context is not None:
+            sock = self._handshake(sock)
         sock.setblocking(False)
         self._sock = sock
         self._rbuf.clear()
@@ -100,12 +117,36 @@ class FrameClient:
         self._frames.clear()
         return sock
 
+    def _handshake(self, sock: socket.socket) -> ssl.SSLSocket:
+        """The TLS handshake, within the call timeout the socket carries."""
+        assert self._tls_context is not None and self.tls is not None
+        try:
+            tsock = self._tls_context.wrap_socket(sock, server_hostname=self.tls.name_for(self._host),
+                                                  session=self._tls_session if self.tls.resume else None)
+        except ssl.SSLError as e:
+            sock.close()
+            raise XferError("unavailable", f"TLS handshake with {self.address} failed: {self.tls.explain(e)}") from e
+        except OSError as e:
+            sock.close()
+            raise XferError("unavailable", f"TLS handshake with {self.address} failed: {e}") from e
+        self.tls_resumed = tsock.session_reused
+        return tsock
+
+    def _keep_session(self, sock: socket.socket) -> None:
+        """Keeps the connection's session for the next one: TLS 1.3 sends its ticket after the handshake, so
+        the session can resume only once a response has been read (which handled the ticket)."""
+        if isinstance(sock, ssl.SSLSocket) and self.tls is not None and self.tls.resume:
+            session = sock.session
+            if session is not None and session.has_ticket:
+                self._tls_session = session
+
     def close(self) -> None:
         sock, self._sock = self._sock, None
         self._rbuf = bytearray()
         self._big, self._big_fill = None, 0
         self._frames.clear()
         if sock is not None:
+            self._keep_session(sock)
             sock.close()
 
     def __enter__(self) -> FrameClient:
@@ -132,6 +173,8 @@ class FrameClient:
     # ---- bytes in and out -------------------------------------------------------------------------
 
     def _wait(self, sock: socket.socket, events: int) -> int:
+        if events & select.POLLIN and isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return select.POLLIN  # decrypted bytes wait inside OpenSSL, not in the socket
         poller = select.poll()
         poller.register(sock, events)
         ready = poller.poll(self.timeout * 1000.0)
@@ -156,7 +199,7 @@ class FrameClient:
                 if n:
                     self._rbuf += data
                     self._extract_frames()
-        except (BlockingIOError, InterruptedError):
+        except _WOULD_BLOCK:
             return False
         except OSError as e:
             raise self._lost("unavailable", f"connection to {self.address}: {e}") from e
@@ -187,8 +230,8 @@ class FrameClient:
                  for v in (memoryview(p) for p in parts) if v.nbytes]
         while views:
             try:
-                n = sock.sendmsg(views)
-            except (BlockingIOError, InterruptedError):
+                n = sock.send(views[0][:_TLS_SEND]) if isinstance(sock, ssl.SSLSocket) else sock.sendmsg(views)
+            except _WOULD_BLOCK:
                 n = 0
             except OSError as e:
                 self._drain_quietly(sock)

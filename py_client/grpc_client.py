@@ -16,6 +16,8 @@ from py_client.errors import XferError
 from py_client.grpc_download import DownloadStream
 from py_client.meta import Entries
 from py_client.results import StatResult, TransferResult
+from py_client.target import split_host_port
+from py_client.tls import TLSOptions
 from xfer.v1 import file_transfer_pb2 as pb
 from xfer.v1 import file_transfer_pb2_grpc as pb_grpc
 
@@ -24,20 +26,25 @@ DEFAULT_DOWNLOAD_CHUNK = 1 << 20
 
 
 class GrpcClient:
-    """Client for `grpc://host:port`; `address` is `host:port`. Safe to share between threads."""
+    """Client for `grpc://host:port`; `address` is `host:port`. Safe to share between threads.
+
+    With `tls`, the channel is TLS (PROTOCOL.md "TLS"); a call that fails because the handshake did raises
+    `unavailable` saying why (learned from one handshake of Python's own, since grpcio does not tell).
+    """
 
     def __init__(self, address: str, *, timeout: float = 60.0,
-                 options: list[tuple[str, int | str]] | None = None) -> None:
+                 options: list[tuple[str, int | str]] | None = None, tls: TLSOptions | None = None) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout {timeout} must be positive")
         self.address = address
         self.timeout = timeout
-        opts: list[tuple[str, int | str]] = [
+        opts: list[tuple[str, object]] = [
             ("grpc.max_send_message_length", MAX_MESSAGE),
             ("grpc.max_receive_message_length", MAX_MESSAGE),
             *(options or []),
         ]
-        self._channel = grpc.insecure_channel(address, options=opts)
+        self.tls = tls
+        self._channel = tls.grpc_channel(address, opts) if tls else grpc.insecure_channel(address, options=opts)
         self._stub = pb_grpc.FileTransferStub(self._channel)
 
     def close(self) -> None:
@@ -49,6 +56,15 @@ class GrpcClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _error(self, err: grpc.RpcError) -> XferError:
+        """The call's error; over TLS, an unavailable server whose handshake fails says why."""
+        xe = XferError.from_grpc(err)
+        if self.tls is None or xe.code != "unavailable":
+            return xe
+        host, port = split_host_port(self.address)
+        why = self.tls.probe(host, port, min(self.timeout, 10.0))
+        return xe if why is None else XferError("unavailable", f"TLS handshake with {self.address} failed: {why}")
+
     @property
     def stub(self) -> pb_grpc.FileTransferStub:
         """The raw stub, for tests that send what the client never would."""
@@ -58,7 +74,7 @@ class GrpcClient:
         try:
             resp = self._stub.Echo(pb.EchoRequest(payload=payload), timeout=self.timeout)
         except grpc.RpcError as e:
-            raise XferError.from_grpc(e) from None
+            raise self._error(e) from None
         echoed: bytes = resp.payload
         return echoed
 
@@ -66,7 +82,7 @@ class GrpcClient:
         try:
             resp = self._stub.Stat(pb.StatRequest(name=name), timeout=self.timeout)
         except grpc.RpcError as e:
-            raise XferError.from_grpc(e) from None
+            raise self._error(e) from None
         return StatResult(resp.name, resp.size, resp.crc32)
 
     def meta(self, entries: Entries | meta.Prepared, *, check: bool = True) -> list[tuple[str, str]]:
@@ -76,7 +92,7 @@ class GrpcClient:
             req = entries.request if isinstance(entries, meta.Prepared) else meta.request(entries)
             resp = self._stub.Meta(req, timeout=self.timeout)
         except grpc.RpcError as e:
-            raise XferError.from_grpc(e) from None
+            raise self._error(e) from None
         return meta.check_response(entries, resp) if check else meta.entries_of(resp)
 
     def upload(self, name: str, data: Buffer | None = None, *,
@@ -103,7 +119,7 @@ class GrpcClient:
             try:
                 resp = self._stub.Upload(requests(), timeout=self.timeout)
             except grpc.RpcError as e:
-                raise XferError.from_grpc(e) from None
+                raise self._error(e) from None
             seconds = time.perf_counter() - t0
         if resp.size != size or resp.crc32 != crc:
             raise XferError("data_loss", f"upload {name!r}: server committed size {resp.size} crc32 "
@@ -128,7 +144,7 @@ class GrpcClient:
                 else:
                     out.write(data)
         except grpc.RpcError as e:
-            raise XferError.from_grpc(e) from None
+            raise self._error(e) from None
         except XferError:
             call.cancel()
             raise

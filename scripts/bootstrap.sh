@@ -9,7 +9,7 @@ cd "$root"
 # Everything the builds, tests and experiments need from Debian.
 APT_PACKAGES=(
   build-essential pkg-config python3-venv curl bc unzip ca-certificates
-  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libdeflate-dev
+  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libdeflate-dev libssl-dev
   libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
   clang libclang-rt-14-dev
   valgrind

@@ -11,7 +11,7 @@ ARG BASE=debian:12.11-slim
 FROM ${BASE} AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libprotobuf-c1 zlib1g libdeflate0 \
+      libprotobuf-c1 zlib1g libdeflate0 libssl3 \
       libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home xferd
@@ -26,7 +26,7 @@ COPY build/bin/xferd-c /usr/local/bin/xferd-c
 
 FROM ${BASE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential libprotobuf-c-dev zlib1g-dev libdeflate-dev \
+ && apt-get install -y --no-install-recommends build-essential pkg-config libprotobuf-c-dev zlib1g-dev libdeflate-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY servers/c/ servers/c/

@@ -19,6 +19,7 @@ from tests.docs.promql_names import Names, names
 from tests.loadgen.support import run_locust
 from tests.support.server_help import help_flags, help_text
 from tests.support.servers import running_server
+from tests.support.tls import make_tls_files
 
 SCRAPE_TIMEOUT_S = 10.0
 # Labels whose values the Labels table enumerates completely (code is checked against PROTOCOL.md).
@@ -63,11 +64,16 @@ def exercise(target: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def exposed() -> dict[str, list[dict[str, Family]]]:
-    """server -> its scrapes after real calls: xferd-go (both transports), xferd-c with glibc, with
-    mimalloc (whose statistics are other gauges) and with the pool (its own xfer_alloc_* counters)."""
+def exposed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Family]]]:
+    """server -> its scrapes after real calls: xferd-go (both transports), xferd-go and xferd-c with TLS listeners
+    (whose figures only a TLS listener exports, every series from 0), xferd-c with glibc, with mimalloc (whose
+    statistics are other gauges) and with the pool (its own xfer_alloc_* counters)."""
     out: dict[str, list[dict[str, Family]]] = {"xferd-go": [], "xferd-c": []}
-    for name, args, transports in (("xferd-go", [], ("grpc", "frame")), ("xferd-c", [], ("frame",)),
+    tls = [*make_tls_files(tmp_path_factory.mktemp("tls")).server_args(), "--tls-frame-addr=127.0.0.1:0",
+           "--tls-grpc-addr=127.0.0.1:0"]
+    for name, args, transports in (("xferd-go", [], ("grpc", "frame")), ("xferd-go", tls, ("frame",)),
+                                   ("xferd-c", [], ("frame",)),
+                                   ("xferd-c", [*tls[:-1]], ("frame",)),
                                    ("xferd-c", ["--alloc=mimalloc"], ("frame",)),
                                    ("xferd-c", ["--alloc=pool"], ("frame",))):
         with running_server(name, args) as s:

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,13 @@ typedef struct {
 #define F(n, a, t, field, h) {n, a, t, offsetof(config, field), sizeof(((config *)0)->field), h}
 static const flag flags[] = {
     F("frame-addr", "HOST:PORT", T_STR, frame_addr, "frame listener (port 0: any free port)"),
+    F("tls-frame-addr", "HOST:PORT", T_STR, tls_frame_addr,
+      "frame listener over TLS, beside the plaintext one (needs --tls-cert and --tls-key; none: no TLS)"),
+    F("tls-cert", "FILE", T_STR, tls_cert, "PEM certificate chain of the TLS listener, the server's own first"),
+    F("tls-key", "FILE", T_STR, tls_key, "PEM private key of --tls-cert"),
+    F("tls-tickets", "on|off", T_STR, tls_tickets, "TLS session tickets, so clients can resume (off: no resumption)"),
+    F("tls-handshake-timeout", "DURATION", T_DUR, tls_handshake_timeout_ms,
+      "a TLS handshake must end within this from the connection's accept"),
     F("metrics-addr", "HOST:PORT", T_STR, metrics_addr, "/metrics listener"),
     F("store", "mem|disk:DIR", T_STR, store_spec, "file store, in memory or in a directory"),
     F("alloc", "NAME", T_STR, alloc, "allocator: glibc, jemalloc, tcmalloc, mimalloc or pool"),
@@ -53,6 +61,7 @@ static const flag flags[] = {
     F("max-meta-entries", "N", T_U32, max_meta_entries, "entries of one Meta call"),
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
+_Static_assert(NFLAGS <= 64, "config.given has a bit per flag");
 
 static int parse_u64(const char *s, uint64_t *out) {
     if (!*s || !isdigit((unsigned char)*s)) return -1;
@@ -175,6 +184,7 @@ static const char *duration_ms(const char *val, uint64_t *ms) {
 
 static int set_flag(config *cfg, const flag *f, const char *val, const char *origin, char *err, size_t errlen) {
     char *at = (char *)cfg + f->offset;
+    cfg->given |= 1ull << (f - flags);
     uint64_t v;
     const char *why;
     switch (f->type) {
@@ -238,6 +248,8 @@ static void config_defaults(config *cfg) {
     cfg->upload_idle_timeout_ms = 60000;
     cfg->io_threads = 2;
     cfg->workers = 2;
+    strcpy(cfg->tls_tickets, "on");
+    cfg->tls_handshake_timeout_ms = 10000;
     strcpy(cfg->alloc, "glibc");
     strcpy(cfg->metrics, "on");
     cfg->alloc_sample = ALLOCSTAT_DEFAULT_SAMPLE;
@@ -259,7 +271,7 @@ void config_format_ms(char *out, size_t cap, uint64_t ms) {
 static void format_value(const config *cfg, const flag *f, char *out, size_t cap) {
     const char *at = (const char *)cfg + f->offset;
     switch (f->type) {
-    case T_STR: snprintf(out, cap, "%s", at); return;
+    case T_STR: snprintf(out, cap, "%s", *at ? at : "none"); return;
     case T_U32:
     case T_SIZE32: snprintf(out, cap, "%u", (unsigned)*(const uint32_t *)at); return;
     case T_U64:
@@ -377,6 +389,40 @@ static int check_choices(const config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
+/* A setting of the TLS listener (not its address). */
+static bool is_tls_setting(const flag *f) {
+    return strncmp(f->name, "tls-", 4) == 0 && strcmp(f->name, "tls-frame-addr") != 0;
+}
+
+/* The TLS listener's flags: its address with a certificate and key, or no setting of it at all. */
+static int check_tls(const config *cfg, char *err, size_t errlen) {
+    if (strcmp(cfg->tls_tickets, "on") != 0 && strcmp(cfg->tls_tickets, "off") != 0) {
+        snprintf(err, errlen, "--tls-tickets %s (XFERD_TLS_TICKETS): want on or off", cfg->tls_tickets);
+        return -1;
+    }
+    if (cfg->tls_frame_addr[0] && !strchr(cfg->tls_frame_addr, ':')) {
+        snprintf(err, errlen, "--tls-frame-addr %s (XFERD_TLS_FRAME_ADDR): want HOST:PORT", cfg->tls_frame_addr);
+        return -1;
+    }
+    if (cfg->tls_frame_addr[0] && (!cfg->tls_cert[0] || !cfg->tls_key[0])) {
+        snprintf(err, errlen, "--tls-frame-addr %s needs --tls-cert and --tls-key (XFERD_TLS_CERT, XFERD_TLS_KEY)",
+                 cfg->tls_frame_addr);
+        return -1;
+    }
+    for (size_t i = 0; i < NFLAGS && !cfg->tls_frame_addr[0]; i++) /* unused, they would mislead */
+        if ((cfg->given >> i & 1) && is_tls_setting(&flags[i])) {
+            snprintf(err, errlen,
+                     "--%s given without --tls-frame-addr (XFERD_TLS_FRAME_ADDR): no listener would use it",
+                     flags[i].name);
+            return -1;
+        }
+    if (cfg->tls_handshake_timeout_ms < 1) {
+        snprintf(err, errlen, "--tls-handshake-timeout must be positive");
+        return -1;
+    }
+    return 0;
+}
+
 /* Thread counts, limits and timeouts within their ranges. */
 static int check_ranges(const config *cfg, char *err, size_t errlen) {
     if (cfg->io_threads < 1 || cfg->io_threads > CONFIG_MAX_THREADS || cfg->workers < 1 ||
@@ -407,7 +453,7 @@ int config_parse(config *cfg, int argc, char **argv, char *err, size_t errlen) {
     int rc = apply_args(cfg, argc, argv, err, errlen);
     if (rc != 0) return rc;
     if (derive_store(cfg, err, errlen) != 0 || check_choices(cfg, err, errlen) != 0 ||
-        check_ranges(cfg, err, errlen) != 0)
+        check_ranges(cfg, err, errlen) != 0 || check_tls(cfg, err, errlen) != 0)
         return -1;
     return 0;
 }

@@ -32,9 +32,15 @@ typedef struct {
     uint64_t write_timeout_ms;
     uint64_t drain_timeout_ms;
     uint32_t max_meta_entries;
+    char tls_frame_addr[CONFIG_ADDR_MAX]; /* "": no TLS listener */
+    char tls_cert[STORE_PATH_MAX];         /* PEM: the server's certificate, then any intermediates */
+    char tls_key[STORE_PATH_MAX];          /* PEM: its private key */
+    char tls_tickets[8];                   /* on | off: session tickets (resumption) */
+    uint64_t tls_handshake_timeout_ms;
     char alloc[16]; /* glibc | jemalloc | tcmalloc | mimalloc | pool */
     char metrics[8]; /* on | off: per-call instrumentation (counters, histograms, allocation counts) */
     uint32_t alloc_sample; /* time 1 allocation in this many (0: none) */
+    uint64_t given;        /* bit i: the i-th flag was set, by the environment or the command line */
 } config;
 
 #define CONFIG_MAX_THREADS 64

@@ -23,12 +23,29 @@
 
 static const server_config *cfg_of(const conn *c) { return c->lp->sh->cfg; }
 
+/* Whether the frame code wants to read c now. */
+static bool conn_reading(const conn *c) { return !c->closed && !c->paused && !c->closing && !c->eof; }
+
 static void conn_update_events(conn *c) {
     if (c->closed) return;
-    struct epoll_event ev = {.events = 0, .data.ptr = c};
-    if (!c->paused && !c->closing && !c->eof) ev.events |= EPOLLIN | EPOLLRDHUP;
-    if (c->want_out) ev.events |= EPOLLOUT;
+    uint32_t want = 0;
+    if (conn_reading(c)) want |= EPOLLIN | EPOLLRDHUP;
+    if (c->want_out) want |= EPOLLOUT;
+    uint32_t events = c->tp->interest(c, want);
+    if (events == c->events) return; /* called after every event: a system call only for a change */
+    c->events = events;
+    struct epoll_event ev = {.events = events, .data.ptr = c};
     epoll_ctl(c->lp->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Input the transport took off the socket (decrypted, part of a record) is not an epoll event: c goes on its
+ * loop's list to be read again this round, holding a reference until then. */
+static void conn_again_if_buffered(conn *c) {
+    if (c->again || !conn_reading(c) || !c->tp->buffered(c)) return;
+    c->again = true;
+    c->refs++;
+    c->again_next = c->lp->again;
+    c->lp->again = c;
 }
 
 /* ---------------- lifetime ---------------- */
@@ -47,6 +64,7 @@ static void job_free(job *j) {
 
 static void conn_free(conn *c) {
     conn_abort_uploads(c); /* again: an UploadBegin in flight at close may have opened one since */
+    c->tp->close(c);       /* a connection that never opened still has its transport's state */
     blk_unref(c->rb);
     blk_unref(c->spare);
     mem_free(c);
@@ -61,26 +79,30 @@ void job_drop(job *j) {
     job_free(j);
 }
 
-void conn_open(loop *lp, int fd) {
+void conn_open(loop *lp, int fd, const transport *tp) {
     static _Atomic uint64_t last_conn_id;
     conn *c = mem_calloc(1, sizeof *c);
     blk *rb = c ? blk_new(CONN_RBUF_SIZE) : NULL;
     if (!c || !rb) {
         mem_free(c);
         close(fd);
-        atomic_fetch_sub(&stats_connections, 1);
+        stats_conn_closed(tp->listener);
         return;
     }
     c->fd = fd;
     c->id = atomic_fetch_add(&last_conn_id, 1) + 1;
     c->lp = lp;
+    c->tp = tp;
     c->refs = 1;
     c->rb = rb;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-    if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+    c->handshaking = tp->handshake != NULL;
+    c->opened_ms = monotime_ms();
+    struct epoll_event ev = {.events = 0, .data.ptr = c};
+    if (tp->open(c) != 0 || (ev.events = c->events = tp->interest(c, EPOLLIN | EPOLLRDHUP),
+                             epoll_ctl(lp->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)) {
         close(c->fd);
         conn_free(c);
-        atomic_fetch_sub(&stats_connections, 1);
+        stats_conn_closed(tp->listener);
         return;
     }
     c->next = lp->conns;
@@ -93,6 +115,7 @@ void conn_close(conn *c) {
     if (c->closed) return;
     c->closed = true;
     epoll_ctl(c->lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->tp->close(c); /* its goodbye (TLS close_notify) before the descriptor goes */
     close(c->fd);
     for (job *o = c->out_head; o;) {
         job *n = o->next;
@@ -110,13 +133,15 @@ void conn_close(conn *c) {
     else c->lp->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     c->lp->nconns--;
-    atomic_fetch_sub(&stats_connections, 1);
+    stats_conn_closed(c->tp->listener);
     conn_abort_uploads(c); /* at once: its slots and staged bytes are free for others */
     conn_unref(c);
 }
 
-/* After the last byte of a closing connection went out: half-close, drop unread input, close. */
+/* After the last byte of a closing connection went out: the transport's goodbye, half-close, drop unread
+ * input, close. */
 static void conn_finish(conn *c) {
+    c->tp->close(c);
     net_half_close(c->fd);
     conn_close(c);
 }
@@ -144,6 +169,7 @@ static void conn_maybe_resume(conn *c) {
         if (c->rlen > c->rpos) c->frame_start_ms = monotime_ms(); /* the client wasn't the slow one */
         conn_update_events(c);
         conn_parse(c); /* frames read before the pause go first */
+        conn_again_if_buffered(c);
     }
 }
 
@@ -193,10 +219,8 @@ static void conn_consume(conn *c, size_t w) {
 /* The send buffer is full: wait for EPOLLOUT, and time the stall (--write-timeout). */
 static void conn_wait_writable(conn *c) {
     if (!c->stall_ms) c->stall_ms = monotime_ms();
-    if (!c->want_out) {
-        c->want_out = true;
-        conn_update_events(c);
-    }
+    c->want_out = true;
+    conn_update_events(c); /* also when already waiting: a TLS write may now wait for input instead */
 }
 
 /* Every queued answer is out: stop waiting to write, then close or read on. */
@@ -222,7 +246,7 @@ static void conn_flush(conn *c) {
         struct iovec iov[WRITE_IOV_MAX];
         int n = 0;
         for (job *o = c->out_head; o && n < WRITE_IOV_MAX; o = o->next) n += job_iov(o, iov + n, WRITE_IOV_MAX - n);
-        ssize_t w = writev(c->fd, iov, n);
+        ssize_t w = c->tp->writev(c, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) conn_wait_writable(c);
@@ -446,17 +470,17 @@ static void conn_parse(conn *c) {
     }
 }
 
-static void conn_read(conn *c) {
+static void conn_read_some(conn *c) {
     for (int r = 0; r < LOOP_READS_PER_EVENT && !c->closed && !c->closing && !c->paused && !c->eof; r++) {
         if (c->rlen == c->rb->cap) { /* full of complete frames waiting? parse first */
             conn_parse(c);
             if (c->closed || c->closing || c->paused || c->rlen == c->rb->cap) return;
         }
-        if (c->big && c->rpos == c->rlen) {
+        if (c->big && c->rpos == c->rlen && c->tp->peekable) {
             conn_presize(c);
             if (c->closed || c->closing) return;
         }
-        ssize_t n = recv(c->fd, c->rb->data + c->rlen, c->rb->cap - c->rlen, 0);
+        ssize_t n = c->tp->read(c, c->rb->data + c->rlen, c->rb->cap - c->rlen);
         if (n == 0) { /* the peer is done sending: answer what it sent, then close */
             c->eof = true;
             if (c->pending == 0 && !c->out_head) conn_close(c);
@@ -466,6 +490,7 @@ static void conn_read(conn *c) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) conn_close(c);
+            else if (!c->frame_start_ms && c->tp->partial(c)) c->frame_start_ms = monotime_ms(); /* a begun record */
             return;
         }
         c->rlen += (size_t)n;
@@ -479,17 +504,73 @@ static void conn_read(conn *c) {
     }
 }
 
+static void conn_read(conn *c) {
+    conn_read_some(c);
+    if (c->closed) return;
+    conn_update_events(c);     /* a TLS read may have to wait for the socket to take output */
+    conn_again_if_buffered(c); /* the budget ran out, or a pause came, with input the transport holds */
+}
+
+/* One step of the transport's handshake; once it ends, frames flow. */
+static void conn_handshake(conn *c) {
+    switch (c->tp->handshake(c)) {
+    case XPORT_HS_AGAIN: conn_update_events(c); return;
+    case XPORT_HS_FAILED: conn_close(c); return;
+    case XPORT_HS_DONE:
+        c->handshaking = false;
+        conn_update_events(c);
+        conn_read(c); /* a request may have come with the handshake's last flight */
+        return;
+    }
+}
+
 void conn_on_event(conn *c, uint32_t events) {
     if (c->closed) return;
     c->refs++; /* keep c valid across this event */
-    if (events & EPOLLOUT) conn_flush(c);
-    if (!c->closed && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) conn_read(c);
+    if (c->handshaking) {
+        conn_handshake(c);
+        conn_unref(c);
+        return;
+    }
+    uint32_t can = c->tp->ready(c, events);
+    if (can & EPOLLOUT) conn_flush(c);
+    if (!c->closed && (can & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) conn_read(c);
     if (!c->closed && (events & (EPOLLHUP | EPOLLERR)) && !c->out_head) conn_close(c);
+    if (!c->closed) conn_update_events(c); /* what the transport waits for may have changed */
     conn_unref(c);
+}
+
+void conn_read_again(loop *lp) {
+    conn *list = lp->again;
+    lp->again = NULL; /* what this round's reads add waits for the next round */
+    while (list) {
+        conn *c = list, *n = c->again_next;
+        c->again = false;
+        c->again_next = NULL;
+        if (!c->closed) conn_read(c);
+        conn_unref(c);
+        list = n;
+    }
+}
+
+void conn_again_clear(loop *lp) {
+    while (lp->again) {
+        conn *c = lp->again;
+        lp->again = c->again_next;
+        c->again = false;
+        conn_unref(c);
+    }
 }
 
 void conn_check_timeouts(conn *c, uint64_t now) {
     const server_config *cfg = cfg_of(c);
+    if (c->handshaking) {
+        if (now - c->opened_ms >= cfg->handshake_timeout_ms) {
+            c->tp->handshake_expired(c);
+            conn_close(c);
+        }
+        return;
+    }
     if (!c->paused && c->frame_start_ms && now - c->frame_start_ms >= cfg->read_timeout_ms) conn_close(c);
     else if (c->out_head && c->stall_ms && now - c->stall_ms >= cfg->write_timeout_ms) conn_close(c); /* --write-timeout */
 }

@@ -14,6 +14,7 @@
 #include "blk.h"
 #include "handlers.h"
 #include "reqhdr.h"
+#include "transport.h"
 
 #define CONN_RBUF_SIZE (64 * 1024) /* a connection's first read buffer; it grows as a larger frame arrives */
 #define FRAME_EXACT_FRACTION 16    /* once this fraction of a frame arrived, its buffer takes its whole size */
@@ -26,8 +27,15 @@ typedef struct conn {
     int fd;
     uint64_t id; /* owner of the uploads begun on it; never reused */
     loop *lp;
+    const transport *tp; /* how its bytes reach the socket: plain or TLS */
+    void *xp;            /* the transport's own state (a TLS session), NULL for plain */
     int refs; /* loop thread only: 1 while open + 1 per call in flight */
     bool closed, closing, paused, want_out, eof; /* closing: after a connection error; eof: peer half-closed */
+    bool handshaking; /* the transport's handshake has not ended: no frames yet */
+    uint32_t events;  /* the epoll events registered for it */
+    bool again;       /* on its loop's list of connections to read again (input the transport buffered) */
+    struct conn *again_next;
+    uint64_t opened_ms; /* when its loop took it: the handshake's deadline counts from here */
     bool big; /* the last frame outgrew the read buffer: peek at the next one's length first */
     blk *rb;    /* read buffer; calls parsed from it hold references to it */
     blk *spare; /* an empty CONN_RBUF_SIZE block kept while a large frame has a block of its own */
@@ -56,9 +64,10 @@ struct job {
     size_t sent; /* bytes of the answer already written */
 };
 
-/* A connection the acceptor admitted (counted in stats_connections): registered with lp's epoll and linked
- * into its connections. Out of memory or epoll refusing it, fd is closed and the count given back. */
-void conn_open(loop *lp, int fd);
+/* A connection the acceptor admitted through transport tp (counted open, stats_conn_opened): registered with
+ * lp's epoll and linked into its connections. Out of memory or epoll refusing it, fd is closed and the count
+ * given back. */
+void conn_open(loop *lp, int fd, const transport *tp);
 
 /* What epoll reported for c (its events bits): writes, reads, hang-ups. */
 void conn_on_event(conn *c, uint32_t events);
@@ -67,9 +76,16 @@ void conn_on_event(conn *c, uint32_t events);
  * dropped when c is closing; c resumes reading when it had paused. */
 void conn_call_done(job *j);
 
-/* Closes c when a partial frame is older than --read-timeout or its output has met a full send buffer for
- * --write-timeout (now: monotime_ms()). */
+/* Closes c when a partial frame is older than --read-timeout, its output has met a full send buffer for
+ * --write-timeout, or its handshake has not ended within --tls-handshake-timeout (now: monotime_ms()). */
 void conn_check_timeouts(conn *c, uint64_t now);
+
+/* Reads again the connections whose transport holds input epoll will not report (conn_read stopped at its
+ * per-event budget, or a paused connection resumed, with bytes already decrypted): lp->again, taken whole. */
+void conn_read_again(loop *lp);
+
+/* After the loop stopped: forgets lp->again (the list's references dropped). */
+void conn_again_clear(loop *lp);
 
 /* Closes at once: output dropped, uploads it began aborted; c stays allocated while calls hold it. */
 void conn_close(conn *c);

@@ -31,12 +31,13 @@ int loop_init(loop *lp, loop_shared *sh, work_queue *wq, bool expires_gencache, 
 
 void loop_wake(loop *lp) { net_wake(lp->evfd); }
 
-int loop_hand_conn(loop *lp, int fd) {
+int loop_hand_conn(loop *lp, int fd, const transport *tp) {
     newconn *nc = mem_alloc(sizeof *nc);
     if (!nc) return -1;
-    atomic_fetch_add(&stats_connections, 1);
+    stats_conn_opened(tp->listener);
     atomic_fetch_add(&stats_accepted, 1);
     nc->fd = fd;
+    nc->tp = tp;
     pthread_mutex_lock(&lp->mu);
     nc->next = lp->incoming;
     lp->incoming = nc;
@@ -73,7 +74,7 @@ static void loop_take_handed(loop *lp) {
     pthread_mutex_unlock(&lp->mu);
     while (list) {
         newconn *n = list->next;
-        conn_open(lp, list->fd);
+        conn_open(lp, list->fd, list->tp);
         mem_free(list);
         list = n;
     }
@@ -98,7 +99,7 @@ void *loop_main(void *arg) {
     uint64_t last_sweep = monotime_ms();
     while (!atomic_load(&lp->sh->stop)) {
         mem_thread_flush();
-        int n = epoll_wait(lp->epfd, evs, LOOP_MAX_EVENTS, LOOP_TICK_MS);
+        int n = epoll_wait(lp->epfd, evs, LOOP_MAX_EVENTS, lp->again ? 0 : LOOP_TICK_MS);
         if (n < 0 && errno != EINTR) break;
         /* Each conn in evs[] was registered, so alive, when epoll_wait returned, and appears there once.
          * While the batch is handled nothing may free a conn but its own event (under the reference
@@ -115,6 +116,7 @@ void *loop_main(void *arg) {
             }
             conn_on_event(evs[i].data.ptr, evs[i].events);
         }
+        conn_read_again(lp); /* after the batch, for the same reason as completed calls */
         loop_flush_batch(lp);
         loop_take_handed(lp);
         loop_flush_batch(lp); /* frames a resumed connection had buffered */
@@ -132,10 +134,11 @@ void loop_close_all(loop *lp) {
     for (newconn *nc = lp->incoming, *n; nc; nc = n) {
         n = nc->next;
         close(nc->fd);
+        stats_conn_closed(nc->tp->listener);
         mem_free(nc);
-        atomic_fetch_sub(&stats_connections, 1);
     }
     lp->incoming = NULL;
+    conn_again_clear(lp);
     while (lp->conns) conn_close(lp->conns);
 }
 

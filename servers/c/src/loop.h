@@ -30,6 +30,7 @@ typedef struct {
 typedef struct newconn {
     struct newconn *next;
     int fd;
+    const transport *tp;
 } newconn;
 
 struct loop {
@@ -45,6 +46,7 @@ struct loop {
     job *done_head, *done_tail;
     conn *conns; /* loop thread only */
     size_t nconns;
+    conn *again; /* loop thread only: to read again without an event (conn_read_again) */
 };
 
 /* Sets lp up (its epoll and eventfd) to feed wq. -1 with err. */
@@ -56,9 +58,9 @@ void *loop_main(void *arg);
 /* Wakes the loop out of epoll_wait. */
 void loop_wake(loop *lp);
 
-/* From the acceptor: a connection for lp, counted open (stats_connections) and admitted (stats_accepted) from
- * here. -1 when out of memory: nothing was counted, the caller closes fd. */
-int loop_hand_conn(loop *lp, int fd);
+/* From the acceptor: a connection for lp through transport tp, counted open (stats_conn_opened) and admitted
+ * (stats_accepted) from here. -1 when out of memory: nothing was counted, the caller closes fd. */
+int loop_hand_conn(loop *lp, int fd, const transport *tp);
 
 /* From a worker: j's answer is ready (j->next NULL). */
 void loop_hand_done(loop *lp, job *j);

@@ -12,6 +12,9 @@
 #include "mem.h"
 #include "pool.h"
 #include "stats.h"
+#include "tlsmem.h"
+#include "tlsstats.h"
+
 typedef struct {
     char *buf;
     size_t len, cap;
@@ -171,6 +174,38 @@ static void write_per_call(sbuf *b) {
     write_alloc_latency(b);
 }
 
+/* The TLS handshakes and OpenSSL's share of the allocations (--metrics on only: they are counted as they
+ * happen). */
+static void write_tls_counted(sbuf *b) {
+    tlsstats_totals t;
+    tlsstats_sum(&t);
+    header(b, "xfer_tls_handshakes_total", "counter", "TLS handshakes completed (resumed ones included).");
+    sb_printf(b, "xfer_tls_handshakes_total{transport=\"frame\"} %llu\n", (unsigned long long)t.handshakes);
+    header(b, "xfer_tls_resumed_handshakes_total", "counter", "Of those, handshakes that resumed a session.");
+    sb_printf(b, "xfer_tls_resumed_handshakes_total{transport=\"frame\"} %llu\n", (unsigned long long)t.resumed);
+    header(b, "xfer_tls_handshake_failures_total", "counter", "TLS handshakes that failed, by reason.");
+    for (int r = 0; r < TLS_FAIL__COUNT; r++)
+        sb_printf(b, "xfer_tls_handshake_failures_total{transport=\"frame\",reason=\"%s\"} %llu\n",
+                  tlsstats_reason_name((tls_fail_reason)r), (unsigned long long)t.failures[r]);
+    const char *h = "xfer_tls_handshake_duration_seconds";
+    header(b, h, "histogram", "Time from a TLS connection's accept to its handshake's end.");
+    uint64_t cum = 0;
+    for (int k = 0; k <= STATS_NBUCKETS; k++) {
+        cum += t.hist[k];
+        sb_printf(b, "%s_bucket{transport=\"frame\",le=\"%s\"} %llu\n", h,
+                  k < STATS_NBUCKETS ? stats_bound_text[k] : "+Inf", (unsigned long long)cum);
+    }
+    sb_printf(b, "%s_sum{transport=\"frame\"} %.9f\n", h, (double)t.sum_ns / 1e9);
+    sb_printf(b, "%s_count{transport=\"frame\"} %llu\n", h, (unsigned long long)cum);
+    tlsmem_counts m;
+    tlsmem_counts_get(&m);
+    header(b, "xfer_tls_allocations_total", "counter",
+           "Allocations OpenSSL asked of the allocator layer (also in xfer_buffer_pool_gets_total).");
+    sb_printf(b, "xfer_tls_allocations_total %llu\n", (unsigned long long)m.allocations);
+    header(b, "xfer_tls_allocated_bytes", "gauge", "Bytes OpenSSL holds from the allocator layer.");
+    sb_printf(b, "xfer_tls_allocated_bytes %lld\n", (long long)m.live_bytes);
+}
+
 char *metrics_render(const metrics_info *mi, size_t *len) {
     sbuf b = {.buf = malloc(16384), .cap = 16384};
     if (!b.buf) return NULL;
@@ -181,11 +216,17 @@ char *metrics_render(const metrics_info *mi, size_t *len) {
     sb_printf(&b, "xfer_instrumentation_enabled %d\n", mi->per_call ? 1 : 0);
     if (mi->per_call) write_per_call(&b);
 
-    header(&b, "xfer_connections", "gauge", "Open frame connections.");
+    header(&b, "xfer_connections", "gauge", "Open frame connections (of both listeners, TLS handshakes included).");
     sb_printf(&b, "xfer_connections %lld\n", (long long)atomic_load(&stats_connections));
     header(&b, "xfer_connections_accepted_total", "counter",
-           "Frame connections admitted since start (refused ones over --max-conns are not).");
+           "Frame connections admitted since start, of both listeners (refused ones over --max-conns are not).");
     sb_printf(&b, "xfer_connections_accepted_total %llu\n", (unsigned long long)atomic_load(&stats_accepted));
+    if (mi->tls) {
+        header(&b, "xfer_tls_connections", "gauge",
+               "Open TLS connections past their handshake (xfer_connections counts handshakes in progress too).");
+        sb_printf(&b, "xfer_tls_connections{transport=\"frame\"} %lld\n", (long long)tlsstats_open());
+        if (mi->per_call) write_tls_counted(&b);
+    }
     header(&b, "xfer_inflight_requests", "gauge", "Calls received and not yet answered.");
     sb_printf(&b, "xfer_inflight_requests %lld\n", (long long)atomic_load(&stats_inflight));
 

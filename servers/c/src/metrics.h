@@ -14,6 +14,7 @@ typedef struct {
     int pool;         /* --alloc pool: the gauges describe the pool */
     const char *alloc_label; /* xfer_build_info's allocator label */
     int per_call;            /* --metrics on: the per-call families are exported */
+    int tls;                 /* a TLS listener: its families are exported */
 } metrics_info;
 
 /* Renders the whole exposition into a malloc'd string (*len bytes). NULL when out of memory. */

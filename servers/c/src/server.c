@@ -21,10 +21,18 @@
 
 #define ACCEPTS_PER_WAKE 64 /* connections taken per readiness of the listener */
 
+/* A listening socket and what its connections go through. */
+typedef struct {
+    int fd; /* -1: none */
+    const transport *tp;
+    bool refuses_in_frames; /* its clients read a plaintext seq-0 frame: a refusal can be explained */
+} listener;
+
 struct server {
     server_config cfg;
-    loop_shared sh;         /* what the loops and connections see of the server */
-    int listen_fd, stop_fd; /* stop_fd wakes the acceptor */
+    loop_shared sh;     /* what the loops and connections see of the server */
+    listener listeners[LISTENER__COUNT];
+    int stop_fd;        /* wakes the acceptor */
     int spare_fd;           /* released when accept runs out of descriptors (net_accept) */
     uint8_t *nofd_frame;    /* the seq-0 "out of file descriptors" response, encoded once */
     size_t nofd_len;
@@ -41,8 +49,13 @@ struct server {
 
 /* ---------------- acceptor ---------------- */
 
-/* Over --max-conns: the connection error, then close. */
-static void refuse(int fd, uint32_t limit) {
+/* Over --max-conns: the connection error, then close. A TLS client would read a plaintext frame as a broken
+ * record, so it is only closed. */
+static void refuse(const listener *l, int fd, uint32_t limit) {
+    if (!l->refuses_in_frames) {
+        net_drop(fd, NULL, 0);
+        return;
+    }
     char msg[96];
     snprintf(msg, sizeof msg, "resource_exhausted: too many connections (limit %u)", limit);
     size_t len = 0;
@@ -51,39 +64,45 @@ static void refuse(int fd, uint32_t limit) {
     mem_free(f);
 }
 
-/* Takes up to ACCEPTS_PER_WAKE waiting connections and hands each to the next loop; *pause when out of
- * descriptors even with the spare. */
-static void accept_waiting(server *s, bool *pause) {
+/* Takes up to ACCEPTS_PER_WAKE waiting connections of listener l and hands each to the next loop; *pause when
+ * out of descriptors even with the spare. */
+static void accept_waiting(server *s, const listener *l, bool *pause) {
     for (int k = 0; k < ACCEPTS_PER_WAKE; k++) {
-        int fd = net_accept(s->listen_fd, &s->spare_fd, s->nofd_frame, s->nofd_len);
+        int fd = l->refuses_in_frames ? net_accept(l->fd, &s->spare_fd, s->nofd_frame, s->nofd_len)
+                                      : net_accept(l->fd, &s->spare_fd, NULL, 0);
         if (fd == NET_ACCEPT_SHED) continue;
         *pause = fd == NET_ACCEPT_PAUSE;
         if (fd < 0) return;
-        if (atomic_load(&stats_connections) >= (int64_t)s->cfg.max_conns) {
-            refuse(fd, s->cfg.max_conns);
+        /* a handshake in progress holds a descriptor like any connection: it counts */
+        if (atomic_load(&stats_listener_connections[l->tp->listener]) >= (int64_t)s->cfg.max_conns) {
+            refuse(l, fd, s->cfg.max_conns);
             continue;
         }
         net_set_nodelay(fd);
-        if (loop_hand_conn(&s->loops[s->rr % s->cfg.io_threads], fd) != 0) close(fd);
+        if (loop_hand_conn(&s->loops[s->rr % s->cfg.io_threads], fd, l->tp) != 0) close(fd);
         else s->rr++;
     }
 }
 
 static void *acceptor_main(void *arg) {
     server *s = arg;
-    struct pollfd pf[2] = {{.fd = s->listen_fd, .events = POLLIN}, {.fd = s->stop_fd, .events = POLLIN}};
+    /* the stop first, then each listener; a listener that is not there (fd -1) is ignored by poll */
+    struct pollfd pf[1 + LISTENER__COUNT] = {{.fd = s->stop_fd, .events = POLLIN}};
+    for (int i = 0; i < LISTENER__COUNT; i++) pf[1 + i] = (struct pollfd){.fd = s->listeners[i].fd, .events = POLLIN};
     bool pause = false;
     for (;;) {
         mem_thread_flush();
-        /* out of descriptors: wait only for the stop signal, since the listener stays readable */
-        int n = pause ? poll(&pf[1], 1, NET_ACCEPT_PAUSE_MS) : poll(pf, 2, -1);
+        /* out of descriptors: wait only for the stop signal, since the listeners stay readable */
+        int n = pause ? poll(pf, 1, NET_ACCEPT_PAUSE_MS) : poll(pf, 1 + LISTENER__COUNT, -1);
         pause = false;
         if (n < 0) {
             if (errno == EINTR) continue;
             break;
         }
-        if (pf[1].revents) break;
-        accept_waiting(s, &pause);
+        if (pf[0].revents) break;
+        for (int i = 0; i < LISTENER__COUNT && !pause; i++)
+            if (pf[1 + i].revents) accept_waiting(s, &s->listeners[i], &pause);
+        for (int i = 0; i < LISTENER__COUNT; i++) pf[1 + i].revents = 0; /* not all polled after a pause */
     }
     mem_thread_flush();
     return NULL;
@@ -135,16 +154,18 @@ static int server_start_threads(server *s, char *err, size_t errlen) {
     return 0;
 }
 
-server *server_start(const server_config *cfg, int frame_fd, char *err, size_t errlen) {
+server *server_start(const server_config *cfg, int frame_fd, int tls_fd, char *err, size_t errlen) {
     server *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         close(frame_fd);
+        if (tls_fd >= 0) close(tls_fd);
         return NULL;
     }
     s->cfg = *cfg;
     s->sh.cfg = &s->cfg;
-    s->listen_fd = frame_fd;
+    s->listeners[LISTENER_FRAME] = (listener){.fd = frame_fd, .tp = &transport_plain, .refuses_in_frames = true};
+    s->listeners[LISTENER_TLS] = (listener){.fd = tls_fd, .tp = cfg->tls ? cfg->tls : &transport_plain};
     if (server_alloc(s, err, errlen) != 0 || server_start_threads(s, err, errlen) != 0)
         return NULL; /* the process exits with status 1 right after; the OS reclaims */
     return s;
@@ -156,7 +177,8 @@ server *server_start(const server_config *cfg, int frame_fd, char *err, size_t e
 static void stop_accepting(server *s) {
     net_wake(s->stop_fd);
     pthread_join(s->acceptor, NULL);
-    close(s->listen_fd);
+    for (int i = 0; i < LISTENER__COUNT; i++)
+        if (s->listeners[i].fd >= 0) close(s->listeners[i].fd);
 }
 
 /* 2. No new calls; waits for the ones in flight to finish and be written, until the deadline. */

@@ -18,21 +18,26 @@ const char *const stats_bound_text[STATS_NBUCKETS] = {
 
 bool stats_enabled = true;
 _Atomic int64_t stats_connections;
+_Atomic int64_t stats_listener_connections[LISTENER__COUNT];
 _Atomic int64_t stats_inflight;
 _Atomic uint64_t stats_accepted;
 
 static perthread_reg reg = PERTHREAD_REG_INIT(0);
 static _Thread_local stats_block *mine;
 
+int stats_bucket(uint64_t dur_ns) {
+    double s = (double)dur_ns / 1e9;
+    int b = 0;
+    while (b < STATS_NBUCKETS && s > stats_bounds[b]) b++;
+    return b;
+}
+
 void stats_record(method_id m, xerr_code code, uint64_t dur_ns, uint64_t up_bytes, uint64_t down_bytes) {
     if (!mine && !(mine = perthread_join(&reg, sizeof *mine))) return; /* out of memory: this call goes uncounted */
     if ((unsigned)m >= M__COUNT) m = M_UNKNOWN;
     if ((unsigned)code >= XERR__COUNT) code = XERR_INTERNAL;
     perthread_add(&mine->requests[m][code], 1);
-    double s = (double)dur_ns / 1e9;
-    int b = 0;
-    while (b < STATS_NBUCKETS && s > stats_bounds[b]) b++;
-    perthread_add(&mine->hist[m][b], 1);
+    perthread_add(&mine->hist[m][stats_bucket(dur_ns)], 1);
     perthread_add(&mine->sum_ns[m], dur_ns);
     if (up_bytes) perthread_add(&mine->bytes_upload, up_bytes);
     if (down_bytes) perthread_add(&mine->bytes_download, down_bytes);

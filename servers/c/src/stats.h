@@ -24,15 +24,33 @@ typedef struct {
     _Atomic uint64_t bytes_upload, bytes_download;
 } stats_block;
 
-/* Server-wide gauges. */
+/* The listeners a connection can come through: the plaintext frame listener and the TLS one. */
+typedef enum { LISTENER_FRAME = 0, LISTENER_TLS, LISTENER__COUNT } listener_id;
+
+/* Server-wide gauges. stats_connections counts every open connection, handshakes included; the per-listener
+ * counts are what --max-conns bounds (PROTOCOL.md: "open connections, per listener"). */
 extern _Atomic int64_t stats_connections;
+extern _Atomic int64_t stats_listener_connections[LISTENER__COUNT];
 extern _Atomic int64_t stats_inflight;
 /* Connections admitted since start (refused ones over --max-conns are not): its rate is connections/s. */
 extern _Atomic uint64_t stats_accepted;
 
+/* A connection of listener l opened (taken from the listener), or closed. */
+static inline void stats_conn_opened(listener_id l) {
+    atomic_fetch_add(&stats_connections, 1);
+    atomic_fetch_add(&stats_listener_connections[l], 1);
+}
+static inline void stats_conn_closed(listener_id l) {
+    atomic_fetch_sub(&stats_connections, 1);
+    atomic_fetch_sub(&stats_listener_connections[l], 1);
+}
+
 /* --metrics on|off: false leaves the request path without clock reads or counter writes (the caller
  * checks it before monotime_ns / stats_record). Set once before any thread starts, read-only after. */
 extern bool stats_enabled;
+
+/* The histogram bucket of a duration (STATS_NBUCKETS: +Inf). */
+int stats_bucket(uint64_t dur_ns);
 
 /* Records one call from this thread. */
 void stats_record(method_id m, xerr_code code, uint64_t dur_ns, uint64_t up_bytes, uint64_t down_bytes);

@@ -28,6 +28,7 @@
 #include "store.h"
 #include "check.h"
 #include "allocmetrics.h"
+#include "tlsunit.h"
 #include "edges.h"
 #include "vectors.h"
 #include "xfer/v1/file_transfer.pb-c.h"
@@ -1117,6 +1118,7 @@ int main(int argc, char **argv) {
     gen_crc_cache_reset();
     mem_shutdown();
     mem_init(MEM_SYSTEM);
+    failures += tlsunit_run(&checks); /* last: it ends with OPENSSL_cleanup */
     mem_shutdown();
     printf("vectors: %d request, %d response, %d parse, %d bodies, %d gen, %d size, %d duration, %d meta\n", n_req,
            n_resp, n_parse, n_bodies, n_gen, n_size, n_duration, n_meta);

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"xferbench/servers/go/internal/config"
+	"xferbench/servers/go/internal/tlsx"
 )
 
 // Config is one run's parsed command line.
@@ -28,6 +30,9 @@ type Config struct {
 	FileSize uint64
 	Chunk    uint64
 	Name     string // download: a stored name or gen:SIZE[:SEED]; "": upload one of FileSize first
+	// TLS, when set, makes every connection TLS (--tls-ca), all sharing tlsConfig and its session cache.
+	TLS       *tlsx.ClientOptions
+	tlsConfig *tls.Config
 }
 
 func main() { os.Exit(mainStatus(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -103,7 +108,15 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.Var(sizeFlag{&cfg.FileSize}, "file-size", "bytes per uploaded file, `SIZE`")
 	fs.Var(sizeFlag{&cfg.Chunk}, "chunk", "bytes per chunk message, `SIZE`")
 	fs.StringVar(&cfg.Name, "name", "", "download: the file to read (a stored name or gen:SIZE[:SEED]); default: one of --file-size uploaded first")
+	tlsFlags := tlsx.RegisterClientFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.TLS, err = tlsFlags.Options(fs); err != nil {
+		return nil, err
+	}
+	if cfg.tlsConfig, err = tlsConfig(cfg); err != nil {
 		return nil, err
 	}
 	switch {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/status"
@@ -18,6 +17,7 @@ import (
 	"xferbench/servers/go/gen/xferv1"
 	"xferbench/servers/go/internal/content"
 	"xferbench/servers/go/internal/rusage"
+	"xferbench/servers/go/internal/tlsx"
 )
 
 // Result is the JSON printed at the end of a run.
@@ -37,10 +37,9 @@ type Result struct {
 // makes a 1 MiB chunk 32 system calls each way (xferd-go uses the same).
 const bufSize = 256 << 10
 
-func dial(addr string) (*grpc.ClientConn, error) {
+func dial(cfg *Config) (*grpc.ClientConn, error) {
 	c := codec{encoding.GetCodecV2(grpcproto.Name)}
-	return grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return grpc.NewClient(cfg.Addr, transportCreds(cfg),
 		grpc.WithReadBufferSize(bufSize), grpc.WithWriteBufferSize(bufSize),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(c), grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 }
@@ -80,11 +79,19 @@ func (e checkError) Error() string { return string(e) }
 func run(cfg *Config) (*Result, error) {
 	conns := make([]xferv1.FileTransferClient, cfg.Conns)
 	for i := range conns {
-		cc, err := dial(cfg.Addr)
+		cc, err := dial(cfg)
 		if err != nil {
 			return nil, err
 		}
 		defer cc.Close()
+		if cfg.TLS != nil {
+			if err := awaitTLS(cfg, cc); err != nil {
+				return nil, err
+			}
+			if i == 0 && len(conns) > 1 {
+				tlsx.AwaitTicket(cfg.tlsConfig, ticketWait) // so that the others resume its session
+			}
+		}
 		conns[i] = xferv1.NewFileTransferClient(cc)
 	}
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"xferbench/servers/go/internal/config"
 	"xferbench/servers/go/internal/content"
 	"xferbench/servers/go/internal/limits"
+	"xferbench/servers/go/internal/tlsx"
 )
 
 // Config is one run's parsed command line.
@@ -37,6 +39,10 @@ type Config struct {
 	Drain    time.Duration // how long calls in flight at the end may take to finish
 	// MetricsAddr serves loadgen's client families on /metrics while the run lasts ("": not served).
 	MetricsAddr string
+	// TLS, when set, makes every connection TLS (--tls-ca); tlsConfig is its configuration, one session
+	// cache for all the connections.
+	TLS       *tlsx.ClientOptions
+	tlsConfig *tls.Config
 }
 
 const usageHead = `usage: xferload --addr HOST:PORT --method upload|download|echo|meta [flags]
@@ -82,6 +88,13 @@ calls wait (conns x inflight bounds the calls in flight); calls due before the e
 are not sent and are counted in missed_calls. Raise --inflight when latencies grow without bound or
 missed_calls is not 0. The latencies include the lateness of the driver's timers (send_lag_us: tens of
 microseconds on an idle machine, about a millisecond on a loaded one).
+
+TLS: --tls-ca FILE speaks TLS to a TLS listener (xferd-go's --tls-frame-addr), trusting the PEM
+certificates in FILE; --tls-server-name NAME is the name the certificate must carry (default: the host of
+--addr). With --tls-resume on (the default) the connections share one session cache: the first connection
+is dialled, and the others once its session ticket arrived (at most 500ms later), so they resume it;
+tls_resumed in the JSON counts the connections that did. A certificate that is not trusted, expired or for
+another name fails the run with a message that says so.
 
 Codecs: --codec protobuf (the default) speaks the frame protocol (proto/PROTOCOL.md); --codec gob speaks
 net/rpc's own gob stream (proto/GOB.md) to a server run with --frame-codec gob, through one rpc.Client
@@ -149,6 +162,7 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.BoolVar(&c.Verify, "verify", true, "check downloaded data against the CRC-32 (false: lengths and status only)")
 	fs.Var(config.DurationValue{Dst: &c.Drain}, "drain", "how long calls in flight at the end may take, `DURATION`")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve loadgen's xfer_client_* families on HOST:PORT/metrics while running (\"\": off)")
+	tlsFlags := tlsx.RegisterClientFlags(fs)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -178,7 +192,18 @@ func parseFlags(args []string, out io.Writer) (*Config, error) {
 	if c.Name, err = canonicalName(c.Name); err != nil {
 		return nil, err
 	}
-	return c, c.check()
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.TLS, err = tlsFlags.Options(fs); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadFlag, err)
+	}
+	if c.TLS != nil {
+		if c.tlsConfig, err = c.TLS.Config(c.Addr); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadFlag, err)
+		}
+	}
+	return c, nil
 }
 
 // check validates the values that do not depend on each other's parsing.

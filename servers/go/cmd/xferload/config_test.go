@@ -93,3 +93,24 @@ func TestExitStatuses(t *testing.T) {
 		t.Fatalf("refused: stderr %q", errOut.String())
 	}
 }
+
+func TestParseFlagsTLS(t *testing.T) {
+	ca := t.TempDir() + "/ca.pem"
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-resume", "off"}, "only with --tls-ca"},
+		{[]string{"--tls-ca", ca}, "--tls-ca: open " + ca},
+		{[]string{"--tls-ca", ca, "--tls-resume", "yes"}, `--tls-resume: want on or off, got "yes"`},
+	} {
+		_, err := parseFlags(append([]string{"--method", "echo"}, bad.args...), &bytes.Buffer{})
+		if !errors.Is(err, ErrBadFlag) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: %v, want a bad flag naming %q", bad.args, err, bad.want)
+		}
+	}
+	c, err := parseFlags([]string{"--method", "echo"}, &bytes.Buffer{})
+	if err != nil || c.TLS != nil {
+		t.Fatalf("plaintext by default: %v %+v", err, c.TLS)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/rpc"
 	"strings"
 	"sync"
+	"time"
 
 	"xferbench/servers/go/internal/frame"
 	"xferbench/servers/go/internal/limits"
@@ -47,10 +48,22 @@ type slot struct {
 // under the code "connection".
 var errConn = errors.New("connection failed")
 
-func dial(addr string, maxBody uint64, codec string) (*conn, error) {
+// handshakeTimeout bounds a TLS handshake, as the servers bound theirs.
+const handshakeTimeout = 10 * time.Second
+
+func dial(cfg *Config) (*conn, error) {
+	addr, maxBody, codec := cfg.Addr, max(cfg.Chunk, cfg.Size), cfg.Codec
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TLS != nil {
+		tc, err := cfg.TLS.Handshake(nc, cfg.tlsConfig, handshakeTimeout)
+		if err != nil {
+			_ = nc.Close() // the handshake failed; its error says why
+			return nil, err
+		}
+		nc = tc
 	}
 	if codec == codecGob {
 		return dialGob(nc), nil

@@ -68,6 +68,7 @@ type Result struct {
 	MissedCalls uint64            `json:"missed_calls"`
 	WarmupCalls uint64            `json:"warmup_calls"`
 	SetupCalls  uint64            `json:"setup_calls"`
+	TLSResumed  *int              `json:"tls_resumed,omitempty"` // connections whose TLS session resumed (--tls-ca only)
 }
 
 // tally is one worker's figures; workers keep their own and they are merged

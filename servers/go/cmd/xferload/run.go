@@ -1,12 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
 	"xferbench/servers/go/internal/rusage"
+	"xferbench/servers/go/internal/tlsx"
 )
 
 // runOpts are a run's ties to the process: its Prometheus families (nil: none) and a channel that halts
@@ -88,21 +90,42 @@ func run(cfg *Config, runID string, opts runOpts) (Result, error) {
 	}
 	r := total.result(cfg, name, warmEnd, cpu(), setupCalls)
 	r.MissedCalls = s.missed()
+	r.TLSResumed = tlsResumed(cfg, conns)
 	return r, nil
 }
+
+// ticketWait bounds the wait for the first connection's TLS session ticket (tlsx.AwaitTicket).
+const ticketWait = 500 * time.Millisecond
 
 // dialAll opens every connection before any call, so a refused one fails
 // the run at once; it returns those opened so far with an error.
 func dialAll(cfg *Config) ([]*conn, error) {
 	conns := make([]*conn, 0, cfg.Conns)
-	for range cfg.Conns {
-		c, err := dial(cfg.Addr, max(cfg.Chunk, cfg.Size), cfg.Codec)
+	for i := range cfg.Conns {
+		c, err := dial(cfg)
 		if err != nil {
 			return conns, fmt.Errorf("cannot connect to %s: %w", cfg.Addr, err)
 		}
 		conns = append(conns, c)
+		if i == 0 && cfg.TLS != nil && cfg.Conns > 1 {
+			tlsx.AwaitTicket(cfg.tlsConfig, ticketWait) // the first connection's reader takes the ticket
+		}
 	}
 	return conns, nil
+}
+
+// tlsResumed counts the connections whose TLS handshake resumed a session; nil without TLS.
+func tlsResumed(cfg *Config, conns []*conn) *int {
+	if cfg.TLS == nil {
+		return nil
+	}
+	n := 0
+	for _, c := range conns {
+		if tc, ok := c.nc.(*tls.Conn); ok && tc.ConnectionState().DidResume {
+			n++
+		}
+	}
+	return &n
 }
 
 // work is one worker: take a call from the schedule, make it, record it.

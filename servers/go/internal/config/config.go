@@ -58,6 +58,7 @@ type Config struct {
 	MemLimit                         *int64 // nil: leave the runtime's (GOMEMLIMIT env); MaxInt64 is off
 	Limits                           limits.Limits
 	FrameCodec                       string // the frame listener's net/rpc codec: "protobuf" or "gob"
+	TLS                              TLS
 
 	GRPCInitialWindowSize     int32
 	GRPCInitialConnWindowSize int32
@@ -92,7 +93,8 @@ const versionFlag = "version"
 // ErrVersion for --version.
 func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	c := &Config{Store: "mem", Pool: true, FrameCodec: CodecProtobuf, Limits: limits.Defaults(), GCTune: gctune.Defaults(), LogLevel: slog.LevelInfo, GRPCMaxConcurrentStreams: DefaultMaxConcurrentStrm,
-		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize, GRPCStreamWorkers: DefaultGRPCStreamWorkers}
+		GRPCReadBufferSize: DefaultGRPCBufferSize, GRPCWriteBufferSize: DefaultGRPCBufferSize, GRPCStreamWorkers: DefaultGRPCStreamWorkers,
+		TLS: TLS{Tickets: true, HandshakeTimeout: DefaultTLSHandshakeTimeout}}
 	fs := flag.NewFlagSet("xferd-go", flag.ContinueOnError)
 	// The flag package's own messages are silenced: the caller prints one
 	// "xferd-go: error: ..." line; only -h prints the usage.
@@ -116,7 +118,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (*Config, e
 	if err := c.checkTuneFlags(fs); err != nil {
 		return nil, err
 	}
-	return c, c.validate()
+	return c, c.validate(fs)
 }
 
 // applyEnv sets each flag not given on the command line from its variable,
@@ -182,11 +184,12 @@ func (c *Config) register(fs *flag.FlagSet) {
 	fs.Var(sizeValue[int]{&c.GRPCWriteBufferSize, math.MaxInt32}, "grpc-write-buffer-size", "grpc-go write buffer, `SIZE` (0: grpc-go's own default, 32KiB)")
 	fs.Var(uint32Value{&c.GRPCMaxConcurrentStreams}, "grpc-max-concurrent-streams", "streams per gRPC connection, `N`")
 	fs.Var(uint32Value{&c.GRPCStreamWorkers}, "grpc-stream-workers", "grpc-go stream worker goroutines kept for new streams, `N` (0: a new goroutine per stream, grpc-go's default)")
+	c.registerTLS(fs)
 	fs.Var(logLevelValue{&c.LogLevel}, "log-level", "stderr log level, `info|debug` (debug: every adaptive GOGC change)")
 	fs.Bool(versionFlag, false, "print the version and exit")
 }
 
-func (c *Config) validate() error {
+func (c *Config) validate(fs *flag.FlagSet) error {
 	l := c.Limits
 	var problems []string
 	check := func(bad bool, format string, args ...any) {
@@ -219,6 +222,7 @@ func (c *Config) validate() error {
 	for _, a := range []struct{ name, v string }{{"grpc-addr", c.GRPCAddr}, {"frame-addr", c.FrameAddr}, {"metrics-addr", c.MetricsAddr}} {
 		check(!strings.Contains(a.v, ":"), "--%s %q: want HOST:PORT", a.name, a.v)
 	}
+	problems = append(problems, c.checkTLS(fs)...)
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}

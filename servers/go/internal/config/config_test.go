@@ -138,3 +138,35 @@ func TestMaxMetaEntries(t *testing.T) {
 		t.Fatal("--max-meta-entries -1 accepted")
 	}
 }
+
+func TestTLSFlags(t *testing.T) {
+	c, err := Parse(nil, env(nil), io.Discard)
+	if err != nil || c.TLS.Enabled() || !c.TLS.Tickets || c.TLS.HandshakeTimeout != DefaultTLSHandshakeTimeout {
+		t.Fatalf("defaults: %v %+v", err, c.TLS)
+	}
+	c, err = Parse([]string{"--tls-frame-addr", "127.0.0.1:0", "--tls-cert", "c.pem", "--tls-tickets", "off"},
+		env(map[string]string{"XFERD_TLS_KEY": "k.pem", "XFERD_TLS_HANDSHAKE_TIMEOUT": "250ms", "XFERD_TLS_GRPC_ADDR": "127.0.0.1:0"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (TLS{GRPCAddr: "127.0.0.1:0", FrameAddr: "127.0.0.1:0", CertFile: "c.pem", KeyFile: "k.pem",
+		HandshakeTimeout: 250 * time.Millisecond}); c.TLS != want || c.TLS.Listeners() != 2 {
+		t.Fatalf("got %+v, want %+v", c.TLS, want)
+	}
+	for _, bad := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--tls-cert", "c.pem"}, nil, "--tls-cert: only with --tls-grpc-addr or --tls-frame-addr"},
+		{nil, map[string]string{"XFERD_TLS_TICKETS": "off"}, "--tls-tickets: only with"},
+		{[]string{"--tls-grpc-addr", "127.0.0.1:0"}, nil, "needs --tls-cert and --tls-key"},
+		{[]string{"--tls-frame-addr", "7443", "--tls-cert", "c", "--tls-key", "k"}, nil, `--tls-frame-addr "7443": want HOST:PORT`},
+		{[]string{"--tls-frame-addr", ":0", "--tls-cert", "c", "--tls-key", "k", "--tls-handshake-timeout", "0"}, nil, "--tls-handshake-timeout 0s: must be positive"},
+		{[]string{"--tls-frame-addr", ":0", "--tls-tickets", "maybe"}, nil, `want on or off, got "maybe"`},
+	} {
+		if _, err := Parse(bad.args, env(bad.env), io.Discard); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v %v: error %v, want %q", bad.args, bad.env, err, bad.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,9 @@ type Metrics struct {
 	accepted    prometheus.Counter
 	inflight    prometheus.Gauge
 	gogcChanges prometheus.Counter
+
+	tlsMu sync.Mutex
+	tls   *tlsFamilies // nil until a TLS listener asks for its figures
 }
 
 // New registers everything on a private registry. poolGets and poolNews

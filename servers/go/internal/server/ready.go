@@ -16,14 +16,12 @@ import (
 func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 	c := s.cfg
 	l := c.Limits
-	pool := "off"
-	if c.Pool {
-		pool = "on"
-	}
+	pool := onOff(c.Pool)
 	g, f, m := s.Addrs()
 	dur := config.FormatDuration // durations in the grammar of docs/DESIGN.md ("500us", not Go's "500µs")
-	kv := []any{
-		"grpc", g, "frame", f, "frame_codec", c.FrameCodec, "metrics", m, "store", c.Store, "pool", pool,
+	kv := []any{"grpc", g, "frame", f, "frame_codec", c.FrameCodec, "metrics", m}
+	kv = append(kv, s.tlsFields()...)
+	kv = append(kv, "store", c.Store, "pool", pool,
 		"gogc", gogc, "memlimit", memlimit,
 		"max_frame", l.MaxFrame, "max_chunk", l.MaxChunk, "max_file_size", l.MaxFileSize,
 		"max_conns", l.MaxConns, "max_uploads", l.MaxUploads,
@@ -39,7 +37,7 @@ func (s *Server) ReadyLine(version, gogc, memlimit string) string {
 		"version", version, "go", runtime.Version(), "grpc_go", grpc.Version,
 		// What the runtime chose: under a container CPU limit Go >= 1.25 derives it from the cgroup quota.
 		"gomaxprocs", runtime.GOMAXPROCS(0),
-	}
+	)
 	if c.GOGCAdaptive {
 		t := c.GCTune
 		kv = append(kv, "gogc_interval", dur(t.Interval), "gogc_window", dur(t.Window), "gogc_min", t.Min, "gogc_max", t.Max,
@@ -58,4 +56,26 @@ func logLevel(c *config.Config) string {
 		return "debug"
 	}
 	return "info"
+}
+
+// tlsFields are the TLS listeners' bound addresses and settings, none without a TLS listener.
+func (s *Server) tlsFields() []any {
+	t := s.cfg.TLS
+	if !t.Enabled() {
+		return nil
+	}
+	var kv []any
+	for _, k := range []string{"tls_grpc", "tls_frame"} {
+		if a, ok := s.tlsAddrs[k]; ok {
+			kv = append(kv, k, a)
+		}
+	}
+	return append(kv, "tls_tickets", onOff(t.Tickets), "tls_handshake_timeout", config.FormatDuration(t.HandshakeTimeout))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

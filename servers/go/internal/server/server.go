@@ -46,22 +46,27 @@ const (
 
 // Server is a running xferd-go.
 type Server struct {
-	cfg     *config.Config
-	store   *store.Store
-	grpc    *grpc.Server
-	health  *health.Server
-	frame   *frame.Server
-	frameLn net.Listener
-	admin   *http.Server
-	addrs   [3]string // grpc, frame, metrics: the bound addresses
-	errc    chan error
-	stopGC  context.CancelFunc // ends the --gogc adaptive controller; a no-op without it
+	cfg      *config.Config
+	store    *store.Store
+	grpc     *grpc.Server
+	health   *health.Server
+	frame    *frame.Server
+	frameLns []net.Listener // the plaintext frame listener, then the TLS one
+	admin    *http.Server
+	addrs    [3]string         // grpc, frame, metrics: the bound addresses
+	tlsAddrs map[string]string // the ready line's key (tls_grpc, tls_frame) -> the bound address
+	errc     chan error
+	stopGC   context.CancelFunc // ends the --gogc adaptive controller; a no-op without it
 }
 
 // Start binds every listener and starts serving; on failure nothing stays
 // open.
 func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 	if err := reserveDescriptors(cfg); err != nil {
+		return nil, err
+	}
+	tlsCfgs, err := loadTLS(cfg.TLS)
+	if err != nil {
 		return nil, err
 	}
 	st, err := openStore(cfg)
@@ -73,13 +78,18 @@ func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 			st.Close()
 		}
 	}()
-	lns, err := listenAll(cfg.GRPCAddr, cfg.FrameAddr, cfg.MetricsAddr)
+	tlsSpecs := tlsListenSpecs(cfg.TLS)
+	lns, err := listenAll(append([]listenSpec{{"--grpc-addr", cfg.GRPCAddr, "grpc"}, {"--frame-addr", cfg.FrameAddr, "frame"},
+		{"--metrics-addr", cfg.MetricsAddr, "metrics"}}, tlsSpecs...))
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{cfg: cfg, store: st, errc: make(chan error, len(lns))}
-	for i, ln := range lns {
+	s = &Server{cfg: cfg, store: st, errc: make(chan error, len(lns)), tlsAddrs: map[string]string{}}
+	for i, ln := range lns[:len(s.addrs)] {
 		s.addrs[i] = ln.Addr().String()
+	}
+	for i, ln := range lns[len(s.addrs):] {
+		s.tlsAddrs[tlsSpecs[i].key] = ln.Addr().String()
 	}
 	pool := bufpool.New(cfg.Pool, int(max(cfg.Limits.MaxFrame, cfg.Limits.MaxChunk))+poolSlack)
 	m := metrics.New(info, pool.Gets, pool.News)
@@ -97,6 +107,7 @@ func Start(cfg *config.Config, info metrics.BuildInfo) (s *Server, err error) {
 		}
 		return nil, err
 	}
+	s.startTLS(lns[len(s.addrs):], tlsSpecs, tlsCfgs, m)
 	s.startAdmin(lns[2], m)
 	s.stopGC = startGCTune(cfg, m)
 	return s, nil
@@ -110,7 +121,7 @@ func reserveDescriptors(cfg *config.Config) error {
 		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
 	}
 	if cfg.Limits.MaxConns == limits.AutoConns {
-		cfg.Limits.MaxConns = netx.AutoMaxConns(soft, connListeners)
+		cfg.Limits.MaxConns = netx.AutoMaxConns(soft, connListeners+cfg.TLS.Listeners())
 	}
 	if err := netx.ReserveSpare(); err != nil {
 		return fmt.Errorf("reserving a spare descriptor: %w", err)
@@ -125,17 +136,19 @@ func openStore(cfg *config.Config) (*store.Store, error) {
 	return store.NewMem(cfg.Limits), nil
 }
 
+// listenSpec is one address to bind: its flag, the address, and its key on the ready line.
+type listenSpec struct{ flag, addr, key string }
+
 // listenAll binds every address or none.
-func listenAll(addrs ...string) ([]net.Listener, error) {
-	names := []string{"--grpc-addr", "--frame-addr", "--metrics-addr"}
+func listenAll(specs []listenSpec) ([]net.Listener, error) {
 	var lns []net.Listener
-	for i, a := range addrs {
-		ln, err := net.Listen("tcp", a)
+	for _, sp := range specs {
+		ln, err := net.Listen("tcp", sp.addr)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close() // already failing; report the bind error
 			}
-			return nil, fmt.Errorf("listening on %s %s: %w", names[i], a, err)
+			return nil, fmt.Errorf("listening on %s %s: %w", sp.flag, sp.addr, err)
 		}
 		lns = append(lns, ln)
 	}
@@ -203,7 +216,7 @@ func (s *Server) startFrame(ln net.Listener, pool *bufpool.Pool, m *metrics.Metr
 	if s.cfg.FrameCodec == config.CodecGob {
 		s.frame.WithCodec(gobrpc.NewServerCodec)
 	}
-	s.frameLn = ln
+	s.frameLns = append(s.frameLns, ln)
 	go func() { s.report("frame", s.frame.Serve(ln)) }()
 	return nil
 }
@@ -277,7 +290,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.grpc.GracefulStop()
 		close(grpcDone)
 	}()
-	_ = s.frameLn.Close()     // ends Serve; Shutdown below drains connections
+	for _, ln := range s.frameLns {
+		_ = ln.Close() // ends Serve; Shutdown below drains connections
+	}
 	_ = s.frame.Shutdown(ctx) // on timeout it has closed the stragglers
 	_ = s.admin.Close()       // the metrics endpoint never delays shutdown, even for a stalled scrape
 	select {
