@@ -3,7 +3,7 @@
 
     make lab-up && .venv/bin/python scripts/studies/lab_master.py [--workers 2,4,8,16] [--duration 10]; make lab-down
 
-For each total number of workers (half on lab2, half on lab3, both on CPU 1 of 2), one closed-loop Echo run of
+For each total number of workers (half on lab2, half on lab3, both on CPU 1 of 2), one closed-loop run (--mix) of
 xferd-c on lab1 (CPU 0), 4 users per worker, through `xferbench run`; prints per run the merged client rate, the
 master's own CPU (its process tree here, read by the runner: `gen_cpu_cores_psutil`), that CPU per 1,000 requests/s,
 the workers' CPU per host and whether a host saturated. The master's CPU against the workers' count and the rate
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,9 @@ mode = "closed"
 users = {users}
 spawn_rate = {users}
 duration_s = {duration}
-mix = "echo:1"
+mix = "{mix}"
+sizes = "{sizes}"
+chunk = "64KiB"
 transport = "frame"
 
 [[servers]]
@@ -55,12 +58,13 @@ host = "lab1"
 """
 
 
-def one(workers: int, duration: int, out: Path) -> dict[str, object]:
+def one(workers: int, duration: int, out: Path, mix: str, sizes: str) -> dict[str, object]:
     per_host = workers // 2
     exp = out / f"master-{workers}.toml"
     exp.write_text(EXPERIMENT.format(workers=workers, ssh_config=SSH_CONFIG, per_host=per_host, users=4 * workers,
-                                     duration=duration))
+                                     duration=duration, mix=mix, sizes=sizes))
     run = out / f"run-{workers}"
+    shutil.rmtree(run, ignore_errors=True)  # xferbench run refuses an --out that exists
     subprocess.run([str(ROOT / ".venv" / "bin" / "xferbench"), "run", str(exp), "--out", str(run)], cwd=ROOT,
                    check=True, stdout=subprocess.DEVNULL)
     row = json.loads((run / "runs.jsonl").read_text().splitlines()[0])
@@ -80,6 +84,8 @@ def main() -> int:
     p.add_argument("--workers", default="2,4,8,16", help="total workers per run, even (default 2,4,8,16)")
     p.add_argument("--duration", type=int, default=10, help="measured seconds per run (default 10)")
     p.add_argument("--out", type=Path, default=ROOT / "build" / "lab-master")
+    p.add_argument("--mix", default="echo:1", help="the users' mix (default echo:1)")
+    p.add_argument("--sizes", default="64KiB", help="file sizes of uploads and downloads (default 64KiB)")
     args = p.parse_args()
     if not SSH_CONFIG.exists():
         print(f"{SSH_CONFIG} is missing: `make lab-up` first", file=sys.stderr)
@@ -88,7 +94,7 @@ def main() -> int:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print("workers  merged req/s  master cores  master millicores per 1k req/s  workers' cores per host (saturated)")
     for n in (int(w) for w in args.workers.split(",")):
-        r = one(n, args.duration, args.out)
+        r = one(n, args.duration, args.out, args.mix, args.sizes)
         qps, master = float(r["qps"]), float(r["master_cores"])  # type: ignore[arg-type]
         hosts = ", ".join(f"{h} {c:.2f}{' SATURATED' if s else ''}" for h, (c, s) in r["hosts"].items())  # type: ignore[attr-defined]
         print(f"{n:7d}  {qps:12.0f}  {master:12.3f}  {1e6 * master / qps:31.1f}  {hosts}")
