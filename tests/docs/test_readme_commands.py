@@ -49,6 +49,9 @@ NOT_RUN = {
     r"^make lab-up && \.venv/bin/xferbench run experiments/lab\.toml && make lab-down$": "the lab's default hosts: "
     "tests/run/test_remote_server.py runs the same shape (xferd-c on one lab host, Locust workers on another) in a "
     "lab of its own, and tests/lab/test_lab.py brings labs up and down",
+    r"^make lab-(up|down)$": "the lab's default hosts: tests/lab/test_lab.py brings labs of their own up and down",
+    r"^\.venv/bin/python scripts/studies/lab_master\.py ": "a study of minutes on the default lab, whose figures "
+    "docs/EXPERIMENTS.md quotes; its runs are `xferbench run`s of the shape tests/run/test_host_figures.py runs",
 }
 QUICK = (r"^\.venv/bin/xferbench (--help|list)$", r"^build/bin/xferd-(go|c) (--help|--version)$",
          r"^\.venv/bin/python -m loadgen$")
