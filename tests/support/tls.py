@@ -9,6 +9,8 @@ Keys are EC P-256: quick to make, and taken by every TLS library the tests use (
 
 from __future__ import annotations
 
+import socket
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,3 +69,55 @@ def make_tls_files(folder: Path) -> TLSFiles:
     cert = _sign(folder, csr, ca, "server.pem", VALID_DAYS)
     expired = _sign(folder, csr, ca, "expired.pem", -1)
     return TLSFiles(ca=ca[0], cert=cert, key=key, expired_cert=expired, other_ca=other_ca)
+
+
+def trusting(ca: Path) -> ssl.SSLContext:
+    """A client context that trusts the CA `ca` only."""
+    return ssl.create_default_context(cafile=str(ca))
+
+
+class RawTLS:
+    """A TLS client whose every byte the test sends itself: OpenSSL over memory buffers on a plain socket, so that
+    a test can send garbage before its ClientHello, stop halfway through a handshake or cut a record."""
+
+    def __init__(self, address: str, ctx: ssl.SSLContext, timeout_s: float = 10.0) -> None:
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawTLS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def client_hello(self) -> bytes:
+        """The ClientHello, not sent."""
+        try:
+            self.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            return self.outgoing.read()
+        raise AssertionError("a handshake cannot end before the server answered")
+
+    def handshake(self) -> RawTLS:
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.outgoing.read())
+                data = self.sock.recv(65536)
+                if not data:
+                    raise ConnectionError("the server closed the connection during the handshake") from None
+                self.incoming.write(data)
+        self.sock.sendall(self.outgoing.read())  # the client's Finished
+        return self
+
+    def record(self, plaintext: bytes) -> bytes:
+        """plaintext encrypted into TLS records, not sent."""
+        self.tls.write(plaintext)
+        return self.outgoing.read()

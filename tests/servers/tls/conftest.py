@@ -10,7 +10,6 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -140,48 +139,3 @@ def wait_closed(sock: socket.socket, within: float) -> bytes:
             return bytes(got)
         got += data
 
-
-class RawTLS:
-    """A TLS client whose every byte the test sends itself: OpenSSL over memory buffers on a plain socket."""
-
-    def __init__(self, address: str, ca: Path) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=IO_TIMEOUT_S)
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        ctx = ssl.create_default_context(cafile=str(ca))
-        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> RawTLS:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def client_hello(self) -> bytes:
-        """The ClientHello, not sent."""
-        try:
-            self.tls.do_handshake()
-        except ssl.SSLWantReadError:
-            return self.outgoing.read()
-        raise AssertionError("a handshake cannot end before the server answered")
-
-    def handshake(self) -> None:
-        while True:
-            try:
-                self.tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self.sock.sendall(self.outgoing.read())
-                data = self.sock.recv(65536)
-                if not data:
-                    raise ConnectionError("the server closed the connection during the handshake") from None
-                self.incoming.write(data)
-        self.sock.sendall(self.outgoing.read())  # the client's Finished
-
-    def record(self, plaintext: bytes) -> bytes:
-        """plaintext encrypted into TLS records, not sent."""
-        self.tls.write(plaintext)
-        return self.outgoing.read()

@@ -19,7 +19,6 @@ from tests.servers.badinput.test_resource_bounds import live_bytes
 from tests.servers.tls.conftest import (
     HANDSHAKE_TIMEOUT_S,
     IO_TIMEOUT_S,
-    RawTLS,
     eventually,
     failures,
     figure,
@@ -32,7 +31,7 @@ from tests.servers.tls.conftest import (
 )
 from tests.support.raw_frame import RawConn
 from tests.support.servers import RunningServer, running_server
-from tests.support.tls import TLSFiles
+from tests.support.tls import RawTLS, TLSFiles, trusting
 from xfer.v1 import file_transfer_pb2 as ft
 
 TRANSPORTS = ("frame", "grpc")
@@ -63,7 +62,7 @@ def bounded(tls_server: RunningServer, tls: TLSOptions) -> Iterator[None]:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_garbage_before_the_client_hello(tls_server: RunningServer, tls_files: TLSFiles, transport: str) -> None:
     before = failures(tls_server, transport, "not_tls")
-    with RawTLS(tls_server.ready[f"tls_{transport}"], tls_files.ca) as raw:
+    with RawTLS(tls_server.ready[f"tls_{transport}"], trusting(tls_files.ca)) as raw:
         raw.sock.sendall(b"\x00garbage\r\n" + raw.client_hello())
         answer = wait_closed(raw.sock, IO_TIMEOUT_S)
     if transport == "frame":  # the frame listener says why, in a plaintext seq-0 frame
@@ -77,7 +76,7 @@ def test_garbage_before_the_client_hello(tls_server: RunningServer, tls_files: T
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_stalled_handshake_is_dropped_at_its_timeout(tls_server: RunningServer, tls_files: TLSFiles, transport: str) -> None:
     before = failures(tls_server, transport, "timeout")
-    with RawTLS(tls_server.ready[f"tls_{transport}"], tls_files.ca) as raw:
+    with RawTLS(tls_server.ready[f"tls_{transport}"], trusting(tls_files.ca)) as raw:
         hello = raw.client_hello()
         raw.sock.sendall(hello[: len(hello) // 2])
         t0 = time.monotonic()
@@ -96,7 +95,7 @@ def test_many_half_open_handshakes(tls_server: RunningServer, tls_files: TLSFile
     try:
         for transport in TRANSPORTS:
             for _ in range(HALF_OPEN):
-                raw = RawTLS(tls_server.ready[f"tls_{transport}"], tls_files.ca)
+                raw = RawTLS(tls_server.ready[f"tls_{transport}"], trusting(tls_files.ca))
                 stalled.append(raw)
                 hello = raw.client_hello()
                 raw.sock.sendall(hello[: len(hello) // 2])
@@ -133,12 +132,12 @@ def test_client_that_closes_mid_record(tls_server: RunningServer, tls_files: TLS
         if transport == "frame"
         else b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00" * 5000
     )
-    with RawTLS(tls_server.ready[f"tls_{transport}"], tls_files.ca) as raw:
+    with RawTLS(tls_server.ready[f"tls_{transport}"], trusting(tls_files.ca)) as raw:
         raw.handshake()
         record = raw.record(first)
         raw.sock.sendall(record[: len(record) // 2])
     eventually("the TLS connection closed", lambda: figure(tls_server, "xfer_tls_connections", transport) == open0)
-    with RawTLS(tls_server.ready[f"tls_{transport}"], tls_files.ca) as raw:
+    with RawTLS(tls_server.ready[f"tls_{transport}"], trusting(tls_files.ca)) as raw:
         hello = raw.client_hello()
         raw.sock.sendall(hello[: len(hello) // 2])
     eventually("eof counted", lambda: failures(tls_server, transport, "eof") == eof0 + 1)
@@ -169,7 +168,7 @@ def test_handshakes_count_towards_max_conns(tls_files: TLSFiles, tls: TLSOptions
     args = [*tls_files.server_args(), *tls_listeners(), f"--max-conns={MAX_CONNS}", "--store=mem"]
     with running_server("xferd-go", args) as s:
         address = s.ready["tls_frame"]
-        stalled = [RawTLS(address, tls_files.ca) for _ in range(MAX_CONNS)]
+        stalled = [RawTLS(address, trusting(tls_files.ca)) for _ in range(MAX_CONNS)]
         try:
             for raw in stalled:
                 raw.sock.sendall(raw.client_hello()[:10])
@@ -206,7 +205,7 @@ def test_shutdown_ends_handshakes_in_progress(tls_files: TLSFiles, tls: TLSOptio
     drain_s = 1.0
     args = [*tls_files.server_args(), *tls_listeners(), "--tls-handshake-timeout=60s", f"--drain-timeout={drain_s:g}s"]
     with running_server("xferd-go", args) as s:
-        stalled = [RawTLS(s.ready[f"tls_{t}"], tls_files.ca) for t in TRANSPORTS]
+        stalled = [RawTLS(s.ready[f"tls_{t}"], trusting(tls_files.ca)) for t in TRANSPORTS]
         clients = [connect(tls_target(s, t), tls=tls, timeout=IO_TIMEOUT_S) for t in TRANSPORTS]
         try:
             for raw in stalled:

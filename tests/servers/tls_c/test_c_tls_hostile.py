@@ -15,7 +15,6 @@ import pytest
 from py_client.frame import encode_request
 from tests.servers.tls_c.conftest import HANDSHAKE_TIMEOUT, READ_TIMEOUT
 from tests.servers.tls_c.tlsframe import (
-    RecordConn,
     TlsConn,
     client_context,
     client_hello,
@@ -30,7 +29,7 @@ from tests.servers.tls_c.tlsframe import (
 from tests.servers.tls_c.transfers import download, upload
 from tests.support.raw_frame import RawConn
 from tests.support.servers import RunningServer
-from tests.support.tls import TLSFiles
+from tests.support.tls import RawTLS, TLSFiles
 from xfer.v1 import file_transfer_pb2 as ft
 
 TIMEOUT_S = float(HANDSHAKE_TIMEOUT.removesuffix("s"))
@@ -148,9 +147,9 @@ def test_many_half_open_handshakes_neither_block_others_nor_keep_descriptors(
 
 def test_a_client_closing_mid_record_costs_nothing(tls_server: RunningServer, ctx: ssl.SSLContext) -> None:
     fds = settled_fds(tls_server)
-    rc = RecordConn(tls_addr(tls_server), ctx)
+    rc = RawTLS(tls_addr(tls_server), ctx).handshake()
     wait_until("the connection established", lambda: value(tls_server, "xfer_tls_connections", transport="frame") == 1)
-    records = rc.records(encode_request(1, "Xfer.Echo", ft.EchoRequest(payload=b"z" * 100_000).SerializeToString()))
+    records = rc.record(encode_request(1, "Xfer.Echo", ft.EchoRequest(payload=b"z" * 100_000).SerializeToString()))
     rc.sock.sendall(records[: len(records) // 2 + 7])
     rc.close()
     wait_until("the connection closed", lambda: value(tls_server, "xfer_tls_connections", transport="frame") == 0)
@@ -158,9 +157,9 @@ def test_a_client_closing_mid_record_costs_nothing(tls_server: RunningServer, ct
 
 
 def test_a_record_left_unfinished_is_cut_at_the_read_timeout(tls_server: RunningServer, ctx: ssl.SSLContext) -> None:
-    rc = RecordConn(tls_addr(tls_server), ctx)
+    rc = RawTLS(tls_addr(tls_server), ctx).handshake()
     try:
-        records = rc.records(encode_request(1, "Xfer.Echo", ft.EchoRequest(payload=b"q" * 1000).SerializeToString()))
+        records = rc.record(encode_request(1, "Xfer.Echo", ft.EchoRequest(payload=b"q" * 1000).SerializeToString()))
         rc.sock.sendall(records[:20])  # a record header and a little: nothing the frame code can see yet
         took = wait_closed(rc.sock, READ_TIMEOUT_S + LATE_S)
         assert took >= READ_TIMEOUT_S * 0.9, f"closed after {took:.2f} s, before --read-timeout"

@@ -100,35 +100,6 @@ def client_hello(ctx: ssl.SSLContext, host: str = "127.0.0.1") -> bytes:
     return hello
 
 
-class RecordConn:
-    """A TLS client whose records are made in memory and sent by hand, so a test can send part of one."""
-
-    def __init__(self, address: str, ctx: ssl.SSLContext, timeout: float = IO_TIMEOUT_S) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
-        while True:
-            try:
-                self.obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self.sock.sendall(self.outgoing.read())
-                data = self.sock.recv(1 << 16)
-                if not data:
-                    raise ConnectionError("the server closed during the handshake") from None
-                self.incoming.write(data)
-        self.sock.sendall(self.outgoing.read())  # the client's Finished
-
-    def records(self, plaintext: bytes) -> bytes:
-        """plaintext as the TLS records the session would send (not sent)."""
-        self.obj.write(plaintext)
-        return self.outgoing.read()
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def open_fds(s: RunningServer) -> int:
     return len(os.listdir(f"/proc/{s.proc.pid}/fd"))
 
