@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import ssl
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
