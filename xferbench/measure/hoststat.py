@@ -172,3 +172,9 @@ def _tcp(pa: dict[str, Any], pb: dict[str, Any], span: float, a: dict[str, Any],
         "retrans_per_s": round(again / span, 3),
         "retrans_share": round(again / sent, 6) if sent else None,  # None: no segment sent, so no share
     }
+
+
+if __name__ == "__main__":  # sent alone to a host that has no watch of ours (xferbench/run/hostwindow.py): one sample
+    import json
+
+    print(json.dumps(sample()))

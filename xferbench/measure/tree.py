@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -81,12 +82,13 @@ class ProcTree:
 
 def cpu_step_s(t: Tree) -> float | None:
     """The step of the tree's CPU clock: None for a cgroup's nanoseconds; /proc's clock tick for a tree read from
-    /proc, here or on another host (USER_HZ, which /proc reports in: 100 per second on every Linux); a tree that
-    names its own `step_s` has that (a container's cgroup read by its engine on another host: None)."""
+    /proc, here or on another host (USER_HZ, which /proc reports in: 100 per second on every Linux); a tree on
+    another host, its own `step_s` (a container's cgroup read by its engine there: None)."""
     if isinstance(t, CgroupTree):
         return None
-    step: float | None = getattr(t, "step_s", 1 / os.sysconf("SC_CLK_TCK"))
-    return step
+    if isinstance(t, TreeOnHost):
+        return t.step_s
+    return 1 / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,28 @@ class SampledElsewhere(Protocol):
     def read(self) -> Sample | None:
         """The tree now, read where it runs; None when no process of it is left (or no answer came)."""
         ...
+
+
+@dataclass
+class TreeOnHost:
+    """A server's tree on another host (SampledElsewhere): its pid there, never looked up in this machine's /proc,
+    and its readings from `reader`, which asks that host (a server's watch, a container engine's statistics);
+    `step_s` its CPU clock's step (cpu_step_s: /proc's tick, or None for a cgroup's nanoseconds)."""
+
+    clock: str
+    pid: Callable[[], int]
+    reader: Callable[[], Sample | None]
+    step_s: float | None
+
+    def pids(self) -> list[int]:
+        return [self.pid()]
+
+    def cpu_s(self) -> float | None:
+        s = self.read()
+        return s.cpu_s if s is not None else None
+
+    def read(self) -> Sample | None:
+        return self.reader()
 
 
 def sample(tree: Tree) -> Sample | None:

@@ -3,7 +3,8 @@
 - this machine (THIS_MACHINE), with the roles it has in the run: the server (unless `[[servers]] host`), the load
   (Locust, unless `[load] hosts`, where it runs Locust's master), and the runner, always;
 - each load host, from its Locust workers' watch, asked "stat" at the window's edges (generators.py);
-- the server's host, from the server's watch, whose "stat" each tick carries it (remoteserver.py).
+- the server's host, from the server's watch, whose "stat" each tick carries it (remoteserver.py); a container
+  server's host, whose engine runs no watch of ours, by one ssh command running hoststat.py at each edge (`asked`).
 
 Each is xferbench/measure/hoststat.py's sample at the window's start and at its end, read on that host and stamped
 "at" this machine's time (the midpoint of the ask and the answer, so that no series is stamped by another host's
@@ -13,14 +14,18 @@ part as {"error": why}.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
+from xferbench.config import Host
 from xferbench.measure import hoststat
+from xferbench.run import programs, remote
 from xferbench.run.generators import Generator
 from xferbench.run.live import Live
 from xferbench.run.remoteserver import RemoteServer
 
+ASK_TIMEOUT_S = 10.0
 THIS_MACHINE = "this machine"  # a [hosts] name has no space (config/hosts.py), so this names no other host
 Sample = dict[str, Any]
 
@@ -30,10 +35,25 @@ def edge(live: Live) -> dict[str, Sample | None]:
     t0 = time.time()
     here = hoststat.sample()
     out: dict[str, Sample | None] = {THIS_MACHINE: {**here, "at": (t0 + time.time()) / 2}}
-    server = live.running_server
-    if live.run.cell.host is not None:
-        out[live.run.cell.host] = server.host_sample if isinstance(server, RemoteServer) else None
+    server, name = live.running_server, live.run.cell.host
+    if name is not None:
+        out[name] = server.host_sample if isinstance(server, RemoteServer) else asked(live.exp.hosts[name])
     return out
+
+
+# hoststat's own text, run as a program: for a server host with no watch of ours (a container on its engine).
+ONE_SAMPLE = programs.program(hoststat)
+
+
+def asked(host: Host) -> Sample | None:
+    """The host's counters now, read by one ssh command; None when it did not answer (the figures then say so)."""
+    t0 = time.time()
+    try:
+        r = remote.run(host, [host.python, "-c", ONE_SAMPLE], timeout_s=ASK_TIMEOUT_S, what="reading its /proc counters")
+        got = json.loads(r.stdout)
+    except (remote.RemoteError, ValueError):
+        return None
+    return {**got, "at": (t0 + time.time()) / 2} if isinstance(got, dict) else None
 
 
 def figures(
@@ -63,6 +83,6 @@ def figures(
 
 def _window(a: Sample | None, b: Sample | None) -> dict[str, Any]:
     if a is None or b is None:
-        why = f"no sample from its watch at the window's {'start' if a is None else 'end'}"
+        why = f"no sample of its /proc counters at the window's {'start' if a is None else 'end'}"
         return {part: {"error": why} for part in hoststat.PARTS}
     return {"start_at": round(float(a["at"]), 3), "end_at": round(float(b["at"]), 3), **hoststat.window(a, b)}

@@ -82,30 +82,17 @@ def alloc_lib(alloc: str, mapped: dict[str, list[str]]) -> str | None:
     return None
 
 
-class RemoteTree:
-    """The server's process tree on its host, as its watch reads it (tree.SampledElsewhere)."""
-
-    def __init__(self, server: RemoteServer) -> None:
-        self.server = server
-        self.clock = CLOCK.format(host=server.host.describe())
-
-    def pids(self) -> list[int]:
-        return [self.server.pid]  # the host's pids: never read in this machine's /proc
-
-    def cpu_s(self) -> float | None:
-        s = self.read()
-        return s.cpu_s if s is not None else None
-
-    def read(self) -> tree.Sample | None:
-        t0 = time.time()
-        got = self.server.ask("stat")
-        t = (t0 + time.time()) / 2  # this machine's clock: the windows are cut by it
-        if got and isinstance(got.get("host"), dict):
-            self.server.host_sample = {**got["host"], "at": t}
-        if not got or not got.get("procs"):
-            return None
-        return tree.Sample(t, float(got["cpu_s"]), int(got["rss_bytes"]), int(got["threads"]),
-                           int(got["ctx_switches"]), int(got["page_faults"]), int(got["fds"]), int(got["procs"]))
+def read_tree(server: RemoteServer) -> tree.Sample | None:
+    """The server's process tree on its host, as its watch reads it; the host's own counters kept beside."""
+    t0 = time.time()
+    got = server.ask("stat")
+    t = (t0 + time.time()) / 2  # this machine's clock: the windows are cut by it
+    if got and isinstance(got.get("host"), dict):
+        server.host_sample = {**got["host"], "at": t}
+    if not got or not got.get("procs"):
+        return None
+    return tree.Sample(t, float(got["cpu_s"]), int(got["rss_bytes"]), int(got["threads"]), int(got["ctx_switches"]),
+                       int(got["page_faults"]), int(got["fds"]), int(got["procs"]))
 
 
 class RemoteServer:
@@ -141,7 +128,8 @@ class RemoteServer:
         except BaseException:
             self._release()
             raise
-        self.tree = RemoteTree(self)
+        self.tree = tree.TreeOnHost(CLOCK.format(host=host.describe()), lambda: self.pid, lambda: read_tree(self),
+                                    step_s=1 / os.sysconf("SC_CLK_TCK"))
         self._readers = [threading.Thread(target=self._read_answers, daemon=True, name=f"{self.name}-answers"),
                          threading.Thread(target=self._read_log, daemon=True, name=f"{self.name}-stderr")]
         for t in self._readers:

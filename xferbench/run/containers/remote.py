@@ -10,7 +10,7 @@
   host's address as the host check found it, where the load (here or on load hosts) and the scraper connect; its
   cpuset the CPUs the host lets its own processes use (a lab host's cpuset; every CPU of a whole machine), since
   the experiment's server pinning names this machine's CPUs.
-- **Measured** by the engine's statistics of the container's cgroup on that host (`EngineTree`), read each
+- **Measured** by the engine's statistics of the container's cgroup on that host (`tree.TreeOnHost`), read each
   second: CPU in nanoseconds, memory (as RSS: the cgroup's anonymous memory where the engine reports it, else its
   whole usage), tasks. The container's processes are the host's, not this machine's: their context switches, page
   faults and descriptors are not read, and stay empty in the row. Its CPU periods, throttling, memory peak and
@@ -167,26 +167,6 @@ def is_podman(client: docker.DockerClient) -> bool:
     return any("podman" in str(c.get("Name", "")).lower() for c in components)
 
 
-class EngineTree:
-    """The container's cgroup as its engine reports it: a tree sampled elsewhere (tree.SampledElsewhere)."""
-
-    step_s = None  # the cgroup's nanoseconds: no tick to bound its CPU by (tree.cpu_step_s)
-
-    def __init__(self, server: RemoteContainer) -> None:
-        self.server = server
-        self.clock = CLOCK.format(host=server.host.describe())
-
-    def pids(self) -> list[int]:
-        return [self.server.pid]  # the host's pids: never read in this machine's /proc
-
-    def cpu_s(self) -> float | None:
-        s = self.read()
-        return s.cpu_s if s is not None else None
-
-    def read(self) -> tree.Sample | None:
-        return self.server.read_stats()
-
-
 class RemoteContainer(backend.ContainerServer):
     """A cell's server in a container on `host`'s engine, published on `address` (the host's, as the host check
     found it): the runner's ServerHandle, as ContainerServer is on this machine's engine."""
@@ -214,7 +194,9 @@ class RemoteContainer(backend.ContainerServer):
 
     def _measure(self, wrapper_pid: int) -> None:
         self._pid = wrapper_pid  # its pid on the host: the wrapper's, whose children this machine cannot list
-        self.tree = EngineTree(self)
+        # The container's cgroup, in nanoseconds: no tick to bound its CPU by.
+        self.tree = tree.TreeOnHost(CLOCK.format(host=self.host.describe()), lambda: self.pid, self.read_stats,
+                                    step_s=None)
 
     def read_stats(self, max_age_s: float = STATS_MAX_AGE_S) -> tree.Sample | None:
         """The container's sample now (a reading younger than `max_age_s` serves again); its ctr_* figures kept."""
