@@ -27,6 +27,7 @@ from loadgen._grpc_aio import AioClient
 from loadgen._methods import Await, Method, resolve_all
 from loadgen._options import Config
 from loadgen._template import Context, parse_data
+from loadgen._tls import process_tls
 from loadgen._users import Begun, XferUser
 from py_client import XferError, parse_target
 
@@ -58,14 +59,16 @@ def _waiter(timeout: float) -> Await:
 
 def prepare(cfg: Config, host: str) -> Prepared:
     """The methods and their requests (made once per process and options); ValueError in one line."""
-    key = (cfg.call, host, cfg.proto, cfg.import_path, cfg.protoset, cfg.data.source if cfg.data else "")
+    key = (cfg.call, host, cfg.proto, cfg.import_path, cfg.protoset, cfg.data.source if cfg.data else "", cfg.tls_ca)
     with _preparing:
         if key not in _prepared:
             specs = parse_calls(cfg.call)
             data = templates(specs, cfg.data)  # the mix's keys checked before any lookup
             address = parse_target(host).address
             names = [s.name for s in specs]
-            methods = resolve_all(names, address, cfg.proto, cfg.import_path, cfg.protoset, _waiter(cfg.timeout))
+            tls = process_tls(cfg)
+            methods = resolve_all(names, address, cfg.proto, cfg.import_path, cfg.protoset, _waiter(cfg.timeout),
+                                  grpc.aio.insecure_channel if tls is None else tls.aio_channel)
             requests = []
             for method, name in zip(methods, names, strict=True):
                 empty = "[]" if method.client_streaming else "{}"  # no --xfer-data: an empty message (stream)

@@ -11,7 +11,9 @@ Every gRPC channel here gets a subchannel pool of its own: with grpcio's default
 of a process to the same address share one TCP connection, and every strategy would be "one per process".
 
 Counted per process (loadgen._recorder.Snapshot.conns): a frame TCP connect, a gRPC channel becoming READY;
-a reconnect is a connection made again by the same client (user, pool) after its previous one was lost.
+a reconnect is a connection made again by the same client (user, pool) after its previous one was lost. Over
+TLS (--xfer-tls-ca, loadgen._tls) each of those connections made one handshake, counted with it; so with `call`
+every operation pays a handshake.
 """
 
 from __future__ import annotations
@@ -30,36 +32,50 @@ import grpc.aio
 
 from loadgen._grpc_aio import AioClient, Outcome
 from loadgen._options import Config
+from loadgen._tls import ProcessTLS, process_tls
 from py_client import FrameClient, XferError, parse_target
 
-# (reconnect?) -> None: one connection made.
-Count = Callable[[bool], None]
+# (reconnect?, resumed) -> None: one connection made; resumed is its TLS handshake's label, "" for plaintext.
+Count = Callable[[bool, str], None]
 CHANNEL_OPTIONS: list[tuple[str, int | str]] = [("grpc.use_local_subchannel_pool", 1)]
 
 
 class CountedFrameClient(FrameClient):
-    """A FrameClient that reports each TCP connect it makes (its first, then every reconnect)."""
+    """A FrameClient that reports each TCP connect it makes (its first, then every reconnect). Over TLS each
+    connection resumes the process's latest session, and offers its own when it closes."""
 
-    def __init__(self, address: str, count: Count, *, inflight: int, timeout: float) -> None:
-        super().__init__(address, inflight=inflight, timeout=timeout)
+    def __init__(self, address: str, count: Count, *, inflight: int, timeout: float,
+                 tls: ProcessTLS | None = None) -> None:
+        super().__init__(address, inflight=inflight, timeout=timeout, tls=tls.options if tls else None)
         self._count = count
         self._made = False
+        self._process_tls = tls
 
     def _connect(self) -> socket.socket:
         if self.connected:
             return super()._connect()
+        shared = self._process_tls
+        if shared is not None and shared.resume:
+            self._tls_session = shared.session  # FrameClient resumes the session it holds here
         sock = super()._connect()  # a failed connect raises XferError("unavailable", reason): a Locust failure
-        self._count(self._made)
+        self._count(self._made, "" if shared is None else shared.resumed_label(bool(self.tls_resumed)))
         self._made = True
         return sock
 
+    def close(self) -> None:
+        super().close()  # keeps the closed connection's session in _tls_session, when it had a ticket
+        if self._process_tls is not None:
+            self._process_tls.keep(self._tls_session)
+
 
 class CountedAioClient(AioClient):
-    """An AioClient on its own connection that reports each READY of its channel. Make it on the loop."""
+    """An AioClient on its own connection that reports each READY of its channel (over TLS, each READY is one
+    handshake made). Make it on the loop."""
 
-    def __init__(self, address: str, timeout: float, count: Count) -> None:
-        super().__init__(address, timeout, options=CHANNEL_OPTIONS)
+    def __init__(self, address: str, timeout: float, count: Count, tls: ProcessTLS | None = None) -> None:
+        super().__init__(address, timeout, options=CHANNEL_OPTIONS, tls=tls)
         self._count = count
+        self._resumed = "" if tls is None else tls.resumed_label(None)
         self._made = False
         self._counted_ready = False  # the channel's current READY has been counted
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
@@ -67,7 +83,7 @@ class CountedAioClient(AioClient):
     def _ready(self) -> None:
         if not self._counted_ready:
             self._counted_ready = True
-            self._count(self._made)
+            self._count(self._made, self._resumed)
             self._made = True
 
     async def _watch(self) -> None:
@@ -89,11 +105,11 @@ class CountedAioClient(AioClient):
 
 
 async def one_shot(address: str, timeout: float, count: Count, start: float | None,
-                   make: Callable[[AioClient], Coroutine[Any, Any, Any]]) -> Outcome:
+                   make: Callable[[AioClient], Coroutine[Any, Any, Any]], tls: ProcessTLS | None = None) -> Outcome:
     """--xfer-connections call on the loop: a channel for one operation, closed after it; timed from before
-    the channel is made (the connect is part of the operation)."""
+    the channel is made (the connect, and over TLS the handshake, are part of the operation)."""
     t0 = time.perf_counter() if start is None else start
-    client = CountedAioClient(address, timeout, count)
+    client = CountedAioClient(address, timeout, count, tls)
     try:
         return await client.timed(t0, make(client))
     finally:
@@ -104,8 +120,8 @@ class AioPool:
     """--xfer-connections pool:N over gRPC aio: N channels made on first use, operations spread over them in
     turn. Used on the loop thread only."""
 
-    def __init__(self, address: str, timeout: float, size: int, count: Count) -> None:
-        self._address, self._timeout, self._count = address, timeout, count
+    def __init__(self, address: str, timeout: float, size: int, count: Count, tls: ProcessTLS | None = None) -> None:
+        self._address, self._timeout, self._count, self._tls = address, timeout, count, tls
         self._clients: list[CountedAioClient | None] = [None] * size
         self._turn = itertools.cycle(range(size))
 
@@ -113,7 +129,7 @@ class AioPool:
         i = next(self._turn)
         client = self._clients[i]
         if client is None:
-            client = self._clients[i] = CountedAioClient(self._address, self._timeout, self._count)
+            client = self._clients[i] = CountedAioClient(self._address, self._timeout, self._count, self._tls)
         return client
 
 
@@ -150,4 +166,5 @@ class FramePool:
 
 def make_client(cfg: Config, host: str, count: Count) -> CountedFrameClient:
     """A frame user's client that counts its connections (gRPC users run on the aio loop instead)."""
-    return CountedFrameClient(parse_target(host).address, count, inflight=cfg.inflight, timeout=cfg.timeout)
+    return CountedFrameClient(parse_target(host).address, count, inflight=cfg.inflight, timeout=cfg.timeout,
+                              tls=process_tls(cfg))

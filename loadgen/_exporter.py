@@ -68,6 +68,17 @@ def families(snap: Snapshot) -> Iterator[CounterMetricFamily | HistogramMetricFa
         again.add_metric([t], snap.conns.get((t, "reconnect"), 0))
     yield opened
     yield again
+    handshakes = CounterMetricFamily("xfer_client_tls_handshakes_total", "TLS handshakes this client made (one per "
+                                     "connection); resumed: true, false, or unknown (gRPC: grpcio does not tell).",
+                                     labels=("transport", "resumed"))
+    tls = dict(snap.tls)
+    # Both outcomes from 0 once a transport has a known one, so that rate() sees the first of each.
+    for t in {t for t, r in tls if r != "unknown"}:
+        for r in ("true", "false"):
+            tls.setdefault((t, r), 0)
+    for (t, r), n in sorted(tls.items()):
+        handshakes.add_metric([t, r], n)
+    yield handshakes
 
 
 class ClientCollector(Collector):

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from loadgen._tls import ProcessTLS
 from py_client.errors import XferError
 from py_client.grpc_client import MAX_MESSAGE
 from py_client.grpc_download import DownloadStream
@@ -68,13 +69,16 @@ _CHUNKS = _ChunkCache()
 
 
 class AioClient:
-    """One grpc.aio channel to `address`. Make it, call it and close it on the loop thread."""
+    """One grpc.aio channel to `address`, over TLS with `tls` (--xfer-tls-ca). Make it, call it and close it on
+    the loop thread."""
 
-    def __init__(self, address: str, timeout: float, options: list[tuple[str, int | str]] | None = None) -> None:
+    def __init__(self, address: str, timeout: float, options: list[tuple[str, int | str]] | None = None,
+                 tls: ProcessTLS | None = None) -> None:
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(address, options=[
+        opts: list[tuple[str, Any]] = [
             ("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
-            *(options or [])])
+            *(options or [])]
+        self._channel = grpc.aio.insecure_channel(address, options=opts) if tls is None else tls.aio_channel(address, opts)
         self._stub = pb_grpc.FileTransferStub(self._channel)
         # Upload takes requests already serialized (_ChunkCache); the stub's Upload would serialize each again.
         self._upload: grpc.aio.StreamUnaryMultiCallable[bytes, pb.UploadResponse] = self._channel.stream_unary(

@@ -12,7 +12,7 @@ from typing import Any
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import generate_latest
 
-from loadgen import _call_user, _cluster, _endpoint, _profiles
+from loadgen import _call_user, _cluster, _endpoint, _profiles, _tls
 from loadgen._checks import EXIT_CHECK_FAILED, RunFigures, verdict
 from loadgen._options import Config, config_from, register
 from loadgen._process import XferProcess, begin, current
@@ -42,7 +42,10 @@ def start_checks(opts: Any, host: str | None, role: str = "local") -> tuple[Conf
     headless = bool(getattr(opts, "headless", False))
     if role != "worker" and (host or headless):
         transport = check_host(host)
+    _tls.start_check(cfg)  # before --xfer-call's check, which may ask the server over TLS
     _call_user.start_check(cfg, host, transport)  # with --xfer-call and a host: finds the method, checks --xfer-data
+    if host and transport and (why := _tls.caveat(cfg, host, transport)):
+        log.warning("%s", why)
     if (role != "worker" and headless and cfg.profile in _profiles.NEEDS_RUN_TIME
             and not getattr(opts, "run_time", None)):
         raise ValueError(f"--xfer-profile {cfg.profile} needs -t/--run-time (its shape is scaled to the run time)")

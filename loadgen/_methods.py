@@ -72,12 +72,13 @@ async def _reflect(stub: Any, request: reflection_pb2.ServerReflectionRequest, a
     return resp
 
 
-async def by_reflection(address: str, service: str) -> list[FileDescriptorProto]:
+async def by_reflection(address: str, service: str, channel: Channel = grpc.aio.insecure_channel
+                        ) -> list[FileDescriptorProto]:
     """The file defining `service` and every file it imports, from the server's reflection service. On grpc.aio:
     in a Locust process grpc.aio runs on loadgen._aioloop's thread, and grpcio's blocking calls would wait
     forever there once it has started."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    async with channel(address) as chan:
+        stub = reflection_pb2_grpc.ServerReflectionStub(chan)
         resp = await _reflect(stub, reflection_pb2.ServerReflectionRequest(file_containing_symbol=service), address)
         if resp.HasField("error_response"):
             listed = await _reflect(stub, reflection_pb2.ServerReflectionRequest(list_services=""), address)
@@ -154,6 +155,8 @@ def _find(files: Iterable[FileDescriptorProto], service: str, method: str, where
 
 # Runs a coroutine (made by the callable) to its end and returns its value: how resolve reaches grpc.aio.
 Await = Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]
+# Makes the reflection's channel to an address: plaintext, or TLS with --xfer-tls-ca (loadgen._tls).
+Channel = Callable[[str], grpc.aio.Channel]
 
 
 def resolve(
@@ -172,6 +175,7 @@ def resolve_all(
     import_path: Sequence[str] = (),
     protoset: str = "",
     wait: Await = _run,
+    channel: Channel = grpc.aio.insecure_channel,
 ) -> list[Method]:
     """The methods of a --xfer-call mix, in order: the .proto file or protoset read once, the reflection
     asked once per service."""
@@ -186,7 +190,8 @@ def resolve_all(
             elif protoset:
                 sources[source] = _from_protoset(protoset), protoset
             else:
-                sources[source] = wait(functools.partial(by_reflection, address, service)), f"{address}'s reflection"
+                reflected = wait(functools.partial(by_reflection, address, service, channel))
+                sources[source] = reflected, f"{address}'s reflection"
         files, where = sources[source]
         md = _find(files, service, name, where)
         request = message_factory.GetMessageClass(md.input_type)

@@ -342,6 +342,31 @@ def parse_text(text: str) -> str:
     return text
 
 
+def parse_tls_ca(text: str) -> str:
+    """'' -> plaintext; else the CA file's path (read, and refused when it is no CA file, at start:
+    loadgen._tls.start_check, on the machine Locust runs on)."""
+    return text.strip()
+
+
+def parse_tls_server_name(text: str) -> str:
+    t = text.strip()
+    if any(c.isspace() or c == "/" for c in t):
+        raise ValueError(f"--xfer-tls-server-name {text!r}: want the name the server's certificate carries, "
+                         "e.g. xferd.test, or nothing for the target's host")
+    return t
+
+
+def parse_tls_resume(text: str) -> bool | None:
+    """'' -> None (on with --xfer-tls-ca, and not given: a TLS option without it is refused at start)."""
+    t = text.strip().lower()
+    if not t:
+        return None
+    try:
+        return parse_verify(t)
+    except ValueError:
+        raise ValueError(f"--xfer-tls-resume {text!r}: want on or off") from None
+
+
 # ---- the declaration ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -428,6 +453,14 @@ OPTIONS: tuple[XferOption, ...] = (
                "Folders (DIR[,DIR...]) that --xfer-proto's imports are found in; default its own folder"),
     XferOption("protoset", "", parse_protoset,
                "A descriptor set (protoc --descriptor_set_out) defining the --xfer-call service"),
+    XferOption("tls_ca", "", parse_tls_ca,
+               "PEM CA file: speak TLS (gRPC and frame) with the host, which is then the server's TLS listener, "
+               "trusting only these certificates; none = plaintext"),
+    XferOption("tls_server_name", "", parse_tls_server_name,
+               "With --xfer-tls-ca: the name the server's certificate must carry, and SNI; none = the host's"),
+    XferOption("tls_resume", "", parse_tls_resume,
+               "With --xfer-tls-ca: on|off, resume TLS sessions across connections (frame: one session shared by "
+               "the process's connections; gRPC: grpcio's session cache); none = on", switch=True),
 )
 BY_KEY: dict[str, XferOption] = {o.key: o for o in OPTIONS}
 
@@ -488,6 +521,9 @@ class Config:
     proto: str
     import_path: tuple[str, ...]
     protoset: str
+    tls_ca: str
+    tls_server_name: str
+    tls_resume: bool | None
 
 
 def _argparse_type(opt: XferOption) -> Callable[[str], str]:

@@ -122,6 +122,8 @@ class Snapshot:
     # Client connections by (transport, event): event "opened" (every connection made) or "reconnect" (one
     # re-made after its predecessor failed or closed, under --xfer-connections user or pool).
     conns: dict[tuple[str, str], int] = field(default_factory=dict)
+    # TLS handshakes made by (transport, resumed): "true", "false", or "unknown" (gRPC: grpcio does not tell).
+    tls: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def observe(self, transport: str, method: str, seconds: float, code: str) -> None:
         """One call; code "ok", or the status code it failed with."""
@@ -141,15 +143,18 @@ class Snapshot:
         k = (method, "ok" if ok else "mismatch")
         self.verified[k] = self.verified.get(k, 0) + 1
 
-    def connection(self, transport: str, reconnect: bool) -> None:
-        """One connection made (and, when reconnect, re-made after an error or close)."""
+    def connection(self, transport: str, reconnect: bool, resumed: str = "") -> None:
+        """One connection made (and, when reconnect, re-made after an error or close); over TLS, its handshake
+        (resumed: its label, "" for plaintext)."""
         for event in ("opened", "reconnect") if reconnect else ("opened",):
             k = (transport, event)
             self.conns[k] = self.conns.get(k, 0) + 1
+        if resumed:
+            self.tls[(transport, resumed)] = self.tls.get((transport, resumed), 0) + 1
 
     def copy(self) -> Snapshot:
         return Snapshot({k: s.copy() for k, s in self.series.items()}, dict(self.errors), dict(self.bytes),
-                        dict(self.verified), self.cpu_seconds, dict(self.conns))
+                        dict(self.verified), self.cpu_seconds, dict(self.conns), dict(self.tls))
 
     def add(self, other: Snapshot) -> Snapshot:
         for k, s in other.series.items():
@@ -163,6 +168,8 @@ class Snapshot:
         self.cpu_seconds += other.cpu_seconds
         for ck, n in other.conns.items():
             self.conns[ck] = self.conns.get(ck, 0) + n
+        for tk, n in other.tls.items():
+            self.tls[tk] = self.tls.get(tk, 0) + n
         return self
 
     def methods(self, method: str | None) -> list[Series]:
@@ -190,6 +197,7 @@ class Snapshot:
             "verified": [[*k, n] for k, n in self.verified.items()],
             "cpu": self.cpu_seconds,
             "conns": [[*k, n] for k, n in self.conns.items()],
+            "tls": [[*k, n] for k, n in self.tls.items()],
         }
 
     @classmethod
@@ -202,6 +210,7 @@ class Snapshot:
         snap.verified = {(m, r): n for m, r, n in w.get("verified", [])}
         snap.cpu_seconds = w.get("cpu", 0.0)
         snap.conns = {(t, e): n for t, e, n in w.get("conns", [])}
+        snap.tls = {(t, r): n for t, r, n in w.get("tls", [])}
         return snap
 
 
@@ -228,8 +237,8 @@ class Recorder:
         self.total.verify(method, ok)
         self.run.verify(method, ok)
 
-    def connection(self, transport: str, reconnect: bool) -> None:
+    def connection(self, transport: str, reconnect: bool, resumed: str = "") -> None:
         """Called from the user greenlets and from the grpc.aio loop thread: each update is a few dict
         operations on keys of a fixed set, and a snapshot copy can only see a count one behind."""
-        self.total.connection(transport, reconnect)
-        self.run.connection(transport, reconnect)
+        self.total.connection(transport, reconnect, resumed)
+        self.run.connection(transport, reconnect, resumed)

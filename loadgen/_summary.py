@@ -37,6 +37,18 @@ def _table(snap: Snapshot, wall_s: float, whole: bool) -> list[str]:
     return [_row(t, m, [snap.series[(t, m)]], wall_s) for t, m in keys]
 
 
+def _tls_line(tls: dict[tuple[str, str], int]) -> str:
+    """TLS handshakes per transport, and how many resumed where the client can tell (loadgen._tls)."""
+    parts = []
+    for t in sorted({t for t, _r in tls}):
+        n = sum(v for (tt, _r), v in tls.items() if tt == t)
+        unknown = tls.get((t, "unknown"), 0)
+        how = ("resumption unknown: grpcio does not tell" if unknown == n
+               else f"{tls.get((t, 'true'), 0)} resumed")
+        parts.append(f"{t} {n} ({how})")
+    return "TLS handshakes: " + "; ".join(parts)
+
+
 def render(run: RunSummary) -> str:
     snap, wall = run.snap, run.wall_s
     lines = [f"xfer summary of run {run.run_number} ({run.role}, {wall:.1f} s; percentiles from client "
@@ -54,6 +66,8 @@ def render(run: RunSummary) -> str:
     where = " (busiest worker)" if run.role == "master" else ""
     lines.append(f"upload {up / wall / 1e6:.1f} MB/s, download {down / wall / 1e6:.1f} MB/s; "
                  f"verified {ver_ok}, mismatched {ver_bad}; generator CPU {run.cpu_cores:.2f} cores{where}")
+    if snap.tls:
+        lines.append(_tls_line(snap.tls))
     if run.idle_classes:
         lines.append(f"WARNING: {', '.join(run.idle_classes)} never ran: the user count is too small for "
                      "every class of --xfer-mix (raise -u, or drop classes from the mix)")

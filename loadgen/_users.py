@@ -27,6 +27,7 @@ from loadgen import _conns
 from loadgen._aioloop import LoopThread, loop_thread
 from loadgen._grpc_aio import AioClient, Outcome
 from loadgen._process import XferProcess, current
+from loadgen._tls import ProcessTLS, process_tls
 from py_client import XferError, parse_target
 from py_client.results import TransferResult
 
@@ -86,10 +87,11 @@ class XferUser(User):
             collections.deque())
         self.wake = gevent.event.Event()
         self.address = ""
+        self.tls: ProcessTLS | None = None
 
-    def _count(self, reconnect: bool) -> None:
-        """One connection made (called in this greenlet, or on the aio loop thread)."""
-        self.xfer.recorder.connection(self.transport, reconnect)
+    def _count(self, reconnect: bool, resumed: str) -> None:
+        """One connection made, and its TLS handshake (called in this greenlet, or on the aio loop thread)."""
+        self.xfer.recorder.connection(self.transport, reconnect, resumed)
 
     def on_start(self) -> None:
         self.transport = check_host(self.environment.host)
@@ -97,13 +99,15 @@ class XferUser(User):
         kind = cfg.connections.kind
         self.xfer.payload()  # the content buffer, made once before any call is timed
         self.address = parse_target(self.environment.host).address
+        self.tls = process_tls(cfg)
         if self.transport == "grpc":
             self.loop = loop_thread()
             if kind == "user":
-                address, count = self.address, self.xfer.recorder.connection
-                self.aio = self.loop.call(lambda: self._make_client(address, cfg.timeout, count), cfg.timeout)
+                address, count, tls = self.address, self.xfer.recorder.connection, self.tls
+                self.aio = self.loop.call(lambda: self._make_client(address, cfg.timeout, count, tls), cfg.timeout)
             elif kind == "pool" and self.xfer.pool is None:  # one per process; its channels are made on the loop
-                self.xfer.pool = _conns.AioPool(self.address, cfg.timeout, cfg.connections.size, self._count)
+                self.xfer.pool = _conns.AioPool(self.address, cfg.timeout, cfg.connections.size, self._count,
+                                                self.tls)
             return
         if kind == "user":
             self.client = _conns.make_client(cfg, self.environment.host, self._count)
@@ -111,9 +115,10 @@ class XferUser(User):
             self.xfer.pool = _conns.FramePool(cfg, self.environment.host, self._count)
 
     @staticmethod
-    async def _make_client(address: str, timeout: float, count: Callable[[str, bool], None]) -> AioClient:
+    async def _make_client(address: str, timeout: float, count: Callable[[str, bool, str], None],
+                           tls: ProcessTLS | None) -> AioClient:
         # a grpc.aio channel is made on the loop that will use it
-        return _conns.CountedAioClient(address, timeout, lambda again: count("grpc", again))
+        return _conns.CountedAioClient(address, timeout, lambda again, resumed: count("grpc", again, resumed), tls)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -137,7 +142,7 @@ class XferUser(User):
         """The coroutine of one aio operation, by --xfer-connections (called on the loop)."""
         kind = self.xfer.config.connections.kind
         if kind == "call":
-            return _conns.one_shot(self.address, self.xfer.config.timeout, self._count, start, make)
+            return _conns.one_shot(self.address, self.xfer.config.timeout, self._count, start, make, self.tls)
         aio = self.xfer.pool.pick() if kind == "pool" else self.aio
         assert aio is not None
         return aio.timed(start, make(aio))
@@ -255,6 +260,8 @@ class XferUser(User):
                 self._operation(now, 0, XferError("internal", f"client: {err!r}"), now)
                 continue
             error = outcome.error
+            if error is not None and self.tls is not None:  # why a handshake failed, which grpcio does not say
+                error = self.tls.explain(self.address, error)
             length = 0
             if error is None:
                 try:

@@ -88,6 +88,11 @@ def _checked_experiment(args: argparse.Namespace, err: Console) -> config.Experi
             _refuse(err, f"--backend docker: cell {remote[0]!r} has its load on other hosts ([load] hosts), and servers "
                     "in containers on this machine take a load from this machine only")
             return None
+        secure = [c.name for c in exp.cells if c.load.tls != "off"]
+        if args.backend == "docker" and secure:
+            _refuse(err, f"--backend docker: cell {secure[0]!r} has load.tls, and the run's certificate is a file of "
+                    "this machine, not in a container")
+            return None
         bare = [c for c in exp.cells if c.host is not None and exp.hosts[c.host].engine is None]
         if args.backend == "docker" and bare:
             _refuse(err, f"--backend docker: cell {bare[0].name!r} runs on {bare[0].host}, and [hosts.{bare[0].host}] "

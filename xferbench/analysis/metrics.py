@@ -116,6 +116,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("conns_opened_per_s", "client connections opened/s", "/s", "lower", "compared", "rate"),
     Metric("reconnects_per_s", "client reconnects/s", "/s", "lower", "compared", "rate"),
     Metric("time_wait_peak", "TIME_WAIT peak", "", "lower", "compared", "peak"),
+    # A cell with load.tls (xferbench/config/tls.py): the server's handshakes, what they cost, what a TLS connection
+    # holds; None in a plaintext cell
+    Metric("tls_handshakes_per_s", "TLS handshakes/s", "/s", "lower", "compared", "rate"),
+    Metric("tls_resumed_share", "TLS handshakes resumed", "", "higher", "compared", "per-unit"),
+    Metric("server_cpu_per_handshake_s", "server CPU per TLS handshake", "s", "lower", "compared", "per-unit"),
+    Metric("rss_per_tls_conn_bytes", "RSS per open TLS connection", "B", "lower", "compared", "mean"),
     # The server's process tree in /proc (xferbench/measure/tree.py): what any server is measured by
     Metric("procs_peak", "processes peak", "", "lower", "compared", "peak"),
     Metric("proc_threads_peak", "threads peak", "", "lower", "compared", "peak"),

@@ -137,6 +137,11 @@ class RunRow:
     conns_opened_per_s: float | None = None  # the client's xfer_client_connections_opened_total rate
     reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
     time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
+    # --- the measured window: TLS, a cell with load.tls (xferbench/measure/figures.py tls_figures); None without
+    tls_handshakes_per_s: float | None = None  # the server's xfer_tls_handshakes_total rate
+    tls_resumed_share: float | None = None  # of those handshakes, the share that resumed a session
+    server_cpu_per_handshake_s: float | None = None  # server CPU cores over handshakes per second
+    rss_per_tls_conn_bytes: float | None = None  # mean RSS over the mean of xfer_tls_connections
 
     # --- the measured window: the server's process tree as /proc shows it (xferbench/measure/tree.py), whatever it
     # exports; summed over its processes
@@ -302,6 +307,11 @@ class Figures(TypedDict, total=False):
     conns_opened_per_s: float | None
     reconnects_per_s: float | None
     time_wait_peak: int | None
+    # --- the measured window: TLS
+    tls_handshakes_per_s: float | None
+    tls_resumed_share: float | None
+    server_cpu_per_handshake_s: float | None
+    rss_per_tls_conn_bytes: float | None
     # --- the measured window: the server's process tree
     procs_peak: float | None
     proc_threads_peak: float | None

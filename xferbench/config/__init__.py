@@ -61,6 +61,12 @@ Schema (every key below is optional unless marked *required*)::
                                 # locustfile, [network] or containers yet). A list is an axis in [servers.load]:
                                 # "gen1,gen2" is one value there. Checked before any cell (docs/EXPERIMENTS.md
                                 # "Load from other hosts")
+    tls = "on"                  # off | on | on-resume: the load over the server's TLS listener for its transport,
+                                # trusting the run's throwaway CA (RUN/tls/); on: tickets off, no resumption, a
+                                # full handshake per connection; on-resume: tickets on, clients resume. An axis in
+                                # [servers.load] (c/frame/tls=on); refused for a kind or transport without a TLS
+                                # listener, a command without {cert}/{key}, containers, a server on another host
+                                # (xferbench/config/tls.py; docs/EXPERIMENTS.md "TLS")
 
     [hosts.gen1]                # a machine reached with your own `ssh` (BatchMode): xferbench/config/hosts.py
     ssh = "root@10.77.0.2"      # *required*: user@address, or an alias of your ssh configuration ("lab2")
@@ -92,7 +98,7 @@ Schema (every key below is optional unless marked *required*)::
     server = "xferd-go"         # *required*: xferd-go | xferd-c | bare-echo (a kind of xferbench/config/servers.py) |
                                 # command (any executable: command, ready, metrics, requests, pprof, cwd, files,
                                 # alloc, gogc, image, ... as in xferbench/config/command.py; its relative paths
-                                # start at the experiment file's folder)
+                                # start at the experiment file's folder; {cert} and {key}: the run's certificate)
     label = "go"                # short name used in cell names; default from the server
     binary = "build/bin/xferd-go"   # default: $XFERD_GO_BIN / $XFERD_C_BIN or build/bin/<server>
     args = ["--max-conns=256"]  # extra flags passed verbatim
@@ -112,9 +118,9 @@ A cell is one point of a group's matrix; its name joins the label, the transport
 (``go/grpc/pool=on``), unless ``name`` in the group gives a template like ``"go-{pool}-{transport}"``.
 
 The modules, from the bottom: ``model`` (what an Experiment is), ``values`` (checks every table shares),
-``files`` (where experiments are), ``cpus`` ([pinning]), ``hosts`` ([hosts] and [load] hosts), ``load`` ([load]
-and the drivers), ``tables`` ([network], [soak]), ``cells`` ([[servers]] groups to cells), ``parse`` (a file or
-document to an Experiment).
+``files`` (where experiments are), ``cpus`` ([pinning]), ``hosts`` ([hosts] and [load] hosts), ``tls`` ([load] tls),
+``load`` ([load] and the drivers), ``tables`` ([network], [soak]), ``cells`` ([[servers]] groups to cells), ``parse``
+(a file or document to an Experiment).
 """
 
 from __future__ import annotations

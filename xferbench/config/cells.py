@@ -16,7 +16,7 @@ from typing import Any
 
 import loadgen
 from py_client.sizes import parse_size
-from xferbench.config import command, servers
+from xferbench.config import command, servers, tls
 from xferbench.config.files import ROOT
 from xferbench.config.load import _check_load_value, _resolve_mode
 from xferbench.config.model import LOAD_KEYS, Cell, ExperimentError, Limits, Load
@@ -219,6 +219,7 @@ def _cell(group: _Group, axes: list[Axis], combo: tuple[_Value, ...], base: Load
         parse_size(limit_vals["memory"]) if "memory" in limit_vals else None,
     )
     name = _name(group, load, shown, shown_flags, cenv, limit_vals)
+    _check_tls(group, load, name)
     cell = Cell(name, group.kind, group.binary, cflags, cenv, group.args, load, shown, cell_limits, group.image,
                 group.host)
     return cell, _name(group, load, canonical, cflags, cenv, limit_vals)
@@ -226,10 +227,13 @@ def _cell(group: _Group, axes: list[Axis], combo: tuple[_Value, ...], base: Load
 
 def _name(group: _Group, load: Load, axis_vals: dict[str, str], flags: dict[str, Any], cenv: dict[str, Any],
           limit_vals: dict[str, Any]) -> str:
-    """The group's `name` template filled, else the label, the transport and every value that varies."""
+    """The group's `name` template filled, else the label, the transport and every value that varies (and the tls
+    mode of a load over TLS)."""
     if group.template:
         return _templated_name(group, group.template, load, flags, cenv, limit_vals)
     parts = [group.label, load.transport] + [f"{k}={v}" for k, v in axis_vals.items() if k != "transport"]
+    if load.tls != "off" and "tls" not in axis_vals:  # a load over TLS says so, varying or not
+        parts.append(f"tls={load.tls}")
     return "/".join(parts)
 
 
@@ -248,6 +252,15 @@ def _check_calls(group: _Group, load: Load) -> None:
             f"{group.where}: load.mix = {load.mix!r}: {group.kind.name} does not serve {', '.join(unserved)} "
             f'(it serves {serves}); give a mix of those, e.g. mix = "{example}" in [load] or [servers.load]'
         )
+
+
+def _check_tls(group: _Group, load: Load, name: str) -> None:
+    """The load's tls mode against the kind's TLS listeners and the driver's TLS client, naming the cell."""
+    kind = group.kind
+    why = tls.refusal(load.tls, kind.name, kind.launcher == "command", kind.tls_transports, load.transport,
+                      load.driver, load.locustfile)
+    if why is not None:
+        raise ExperimentError(f"{group.where}: load.tls = {load.tls!r} (cell {name!r}): {why}")
 
 
 def _templated_name(

@@ -18,14 +18,15 @@
     "my.conf" = "my.conf.in"         # rendered as {dir}/my.conf at each start (xferbench/config/commandfiles.py)
 
 Every `{port}` and `{<name>_port}` placeholder gets a free loopback port at each start; `{port}` is the
-load's target; `{dir}` is the start's folder, `{tmpdir}` a fresh folder removed after it stops; any other
-`{name}` is refused (xferbench/config/placeholders.py). Relative paths (command[0] with a slash, the
-templates, cwd) start at the experiment file's folder. What can be refused is refused here, while the
-experiment is read: the program is inspected (an ELF's PT_INTERP says dynamic, its `.go.buildinfo` section
-says Go), never started. Starting it, its readiness and the preload check are xferbench/run/commandserver.py's.
-With `image` (backend = "docker") the command runs in that image (xferbench/run/containers/backend.py) and
-nothing of it is inspected here: alloc and the Go keys are refused (their variables can be set in
-[servers.env]), and so are files, cwd, {dir} and {tmpdir}.
+load's target; `{dir}` is the start's folder, `{tmpdir}` a fresh folder removed after it stops; `{cert}` and
+`{key}` the run's TLS certificate and key (a command using them may be given `[load] tls`: its load then speaks
+TLS to `{port}`, xferbench/config/tls.py); any other `{name}` is refused (xferbench/config/placeholders.py).
+Relative paths (command[0] with a slash, the templates, cwd) start at the experiment file's folder. What can be
+refused is refused here, while the experiment is read: the program is inspected (an ELF's PT_INTERP says dynamic,
+its `.go.buildinfo` section says Go), never started. Starting it, its readiness and the preload check are
+xferbench/run/commandserver.py's. With `image` (backend = "docker") the command runs in that image
+(xferbench/run/containers/backend.py) and nothing of it is inspected here: alloc and the Go keys are refused
+(their variables can be set in [servers.env]), and so are files, cwd, {dir}, {tmpdir}, {cert} and {key}.
 
 The profiler `profile = true` samples it with is chosen here too, once per cell, and recorded in its config:
 pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
@@ -131,6 +132,7 @@ class Command:
     files: tuple[Template, ...] = ()  # [servers.files], rendered into {dir} at each start
     cwd: Path | None = None  # None: the runner's working directory
     dirs: tuple[str, ...] = ()  # the folders it uses, "dir" (always with files) and "tmpdir": made at each start
+    tls: bool = False  # it is given the run's certificate ({cert}, {key}), so its {port} may serve TLS
 
     def fill(self, text: str, values: Mapping[str, object]) -> str:
         return placeholders.fill(text, values)
@@ -144,6 +146,7 @@ class Command:
             **({"files": {t.name: str(t.source) for t in self.files}} if self.files else {}),
             **({"cwd": str(self.cwd)} if self.cwd else {}),
             **({"requests": self.requests.to_json()} if self.requests else {}),
+            **({"tls": True} if self.tls else {}),
         }
 
     # --- its answers as a ServerKind ---
@@ -159,6 +162,13 @@ class Command:
     @property
     def transports(self) -> tuple[str, ...]:
         return ("grpc", "frame")  # whatever {port} serves: the load says which
+
+    @property
+    def tls_transports(self) -> tuple[str, ...]:
+        return self.transports if self.tls else ()
+
+    def tls_listener(self, transport: str) -> str:
+        return transport  # {port}: a command serving TLS serves it where the load connects
 
     @property
     def flags(self) -> Mapping[str, Validator]:
@@ -283,7 +293,7 @@ def parse(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict
     _check_program(Path(argv[0]), flags, where)
     dirs = tuple(d for d in placeholders.DIRS if d in used or (d == "dir" and files))
     return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof), requests, files, cwd,
-                   dirs), flags
+                   dirs, tls=bool(used & set(placeholders.FILES))), flags
 
 
 def _checked_texts(g: Mapping[str, Any], argv: tuple[str, ...], ready: Ready, where: str) -> list[tuple[str, str]]:
@@ -310,7 +320,8 @@ def _check_image(g: Mapping[str, Any], flags: Mapping[str, Any], texts: list[str
             'before it runs); set the variable in [servers.env] instead, e.g. GOGC = ["100", "400"] '
             'or LD_PRELOAD = "<the library\'s path in the image>"'
         )
-    mine = [k for k in ("files", "cwd") if k in g] + [f"{{{n}}}" for n in placeholders.used(texts) if n in placeholders.DIRS]
+    mine = [k for k in ("files", "cwd") if k in g] + [
+        f"{{{n}}}" for n in placeholders.used(texts) if n in (*placeholders.DIRS, *placeholders.FILES)]
     if mine:
         raise CommandError(f"{where}: {mine[0]} is not for a command server in a container (the runner's folders "
                            "are not in it): put the file in the image")

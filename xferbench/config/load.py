@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import loadgen
-from xferbench.config import drivers, hosts, userload
+from xferbench.config import drivers, hosts, tls, userload
 from xferbench.config.model import LOAD_KEYS, LOAD_MODES, LOADGEN_KEYS, TRANSPORTS, ExperimentError, Load
 from xferbench.config.values import _seconds_key, parse_seconds
 
@@ -73,12 +73,14 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "transport": TRANSPORTS,
     "driver": tuple(drivers.DRIVERS),
     "frame_codec": ("protobuf", "gob"),
+    "tls": tls.TLS_MODES,
 }
 _CHOICES_TEXT = {
     "mode": " | ".join(LOAD_MODES),
     "transport": " | ".join(TRANSPORTS),
     "driver": " | ".join(f'"{d}"' for d in drivers.DRIVERS),
     "frame_codec": '"protobuf" | "gob"',
+    "tls": " | ".join(f'"{m}"' for m in tls.TLS_MODES),
 }
 _NUMBERS = ("settle_s", "users", "duration_s", "spawn_rate", "slo_p99", "slo_failures")
 

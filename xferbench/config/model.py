@@ -11,7 +11,7 @@ from typing import Any
 
 import loadgen
 from py_client.durations import parse_duration
-from xferbench.config import servers
+from xferbench.config import servers, tls
 
 DEFAULT_REPEATS = 6
 LOAD_MODES = ("open", "closed", "capacity")
@@ -71,6 +71,7 @@ class Load:
     paced: bool = False
     # [hosts] names: the load's Locust workers run there (`processes` per host), its master here (config/hosts.py)
     hosts: tuple[str, ...] = ()
+    tls: str = "off"  # off | on | on-resume: the load over the server's TLS listener (xferbench/config/tls.py)
 
     @property
     def offered(self) -> bool:
@@ -103,6 +104,8 @@ class Load:
 
 
 LOAD_KEYS = tuple(Load.__dataclass_fields__)
+# The [load] keys a cell's recorded configuration leaves out at these values.
+_UNSET: dict[str, object] = {"hosts": (), "tls": "off"}
 # The [load] keys that are loadgen options (--xfer-<key>): checked by loadgen and passed to Locust as such.
 LOADGEN_KEYS = tuple(k for k in LOAD_KEYS if k in loadgen.OPTIONS_BY_KEY)
 
@@ -145,15 +148,21 @@ class Cell:
     def slug(self) -> str:
         return slug(self.name)
 
-    def server_argv(self, address: str | None = None) -> list[str]:
+    def server_argv(self, address: str | None = None, tls_files: tls.TLSFiles | None = None) -> list[str]:
         """A registry server's command line: its binary, every listener on a free loopback port (its transports' at
-        `address` when given: a load on other hosts), its flags and args (a command's is its own,
-        xferbench/run/commandserver.py)."""
+        `address` when given: a load on other hosts), with a tls load its TLS listener for the cell's transport and
+        `tls_files`' certificate, its flags and args (a command's is its own, xferbench/run/commandserver.py)."""
         spec = self.kind
         if not isinstance(spec, servers.ServerSpec):
             raise TypeError(f"cell {self.name!r}: a {spec.name} server has no registry command line")
         ports = spec.port0_flags if address is None else spec.port0_at(address)
-        return [self.binary, *ports, *(f"--{k}={v}" for k, v in self.flags.items()), *self.args]
+        secure: list[str] = []
+        if self.load.tls != "off":
+            if tls_files is None:
+                raise ValueError(f"cell {self.name!r}: load.tls = {self.load.tls!r} needs the run's certificate")
+            secure = spec.tls_argv(self.transport, str(tls_files.cert), str(tls_files.key), tls.tickets(self.load.tls),
+                                   address)
+        return [self.binary, *ports, *secure, *(f"--{k}={v}" for k, v in self.flags.items()), *self.args]
 
     def server_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
@@ -171,8 +180,8 @@ class Cell:
             "flags": dict(self.flags),
             "env": {k: v for k, v in self.env.items()},
             "args": list(self.args),
-            # hosts only when set: a run's configuration without them reads as it always did (xferbench compare)
-            "load": {k: getattr(self.load, k) for k in LOAD_KEYS if k != "hosts" or self.load.hosts},
+            # hosts and tls only when set: a run's configuration without them reads as it always did (xferbench compare)
+            "load": {k: getattr(self.load, k) for k in LOAD_KEYS if k not in _UNSET or getattr(self.load, k) != _UNSET[k]},
             **({"limits": self.limits.to_json()} if self.limits != Limits() else {}),
             **({"image": self.image} if self.image else {}),
             **({"host": self.host} if self.host else {}),

@@ -208,6 +208,13 @@ def _check_combinations(meta: _Meta, cells: list[Cell], soak_table: bool) -> Non
                 f'servers (cell {c.name!r}): image = {c.image!r} needs experiment.backend = "docker" '
                 "(without it the command runs as a host process)"
             )
+    for c in cells:  # the run's certificate is a file of this machine, given to a process of this machine
+        if c.load.tls != "off" and (meta.backend == "docker" or c.host is not None):
+            where = 'experiment.backend = "docker"' if meta.backend == "docker" else f"[[servers]] host = {c.host!r}"
+            raise ExperimentError(
+                f"servers (cell {c.name!r}): load.tls = {c.load.tls!r} with {where}: the run's TLS certificate is "
+                "made on this machine and given to servers here only; drop one of them"
+            )
     for c in cells if meta.profile else ():
         if c.kind.profiler_kind is None:
             raise ExperimentError(f"experiment.profile = true: {c.server} has no profiler in the registry; drop one of them")

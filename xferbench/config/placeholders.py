@@ -2,9 +2,10 @@
 valid where, and filling them in.
 
 `{port}` and `{<name>_port}` get a free loopback port at each start; `{dir}` names the start's own folder (its
-rendered [servers.files]); `{tmpdir}` a fresh folder removed once the server stops. Any other `{name}` is a
-typo (`{metrics-port}`, `{port2}`) and refused where it is written. `${name}` is left alone: it is a shell's
-(`sh -c "... ${HOME}"`) or nginx's, never ours.
+rendered [servers.files]); `{tmpdir}` a fresh folder removed once the server stops; `{cert}` and `{key}` the
+run's throwaway server certificate and its key (PEM, xferbench/config/tls.py), valid where the folders are. Any
+other `{name}` is a typo (`{metrics-port}`, `{port2}`) and refused where it is written. `${name}` is left alone:
+it is a shell's (`sh -c "... ${HOME}"`) or nginx's, never ours.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Mapping
 TOKEN = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 PORT = re.compile(r"(?:[a-z][a-z0-9]*_)*port")
 DIRS = ("dir", "tmpdir")
+FILES = ("cert", "key")  # the run's TLS certificate and key: paths, so valid where the folders are
 PORTS_HELP = "{port}, {<name>_port} (e.g. {metrics_port})"
 
 
@@ -29,12 +31,12 @@ def used(texts: Iterable[str]) -> set[str]:
 
 def check(text: str, where: str, dirs: bool = True) -> None:
     """Raises PlaceholderError naming `where` when `text` has a placeholder that is not valid there: a port
-    anywhere, `{dir}` and `{tmpdir}` only where `dirs` (not in an address)."""
+    anywhere, `{dir}`, `{tmpdir}`, `{cert}` and `{key}` only where `dirs` (not in an address)."""
     for m in TOKEN.finditer(text):
         name = m.group(1)
-        if PORT.fullmatch(name) or (dirs and name in DIRS):
+        if PORT.fullmatch(name) or (dirs and name in (*DIRS, *FILES)):
             continue
-        valid = PORTS_HELP + (", {dir}, {tmpdir}" if dirs else "")
+        valid = PORTS_HELP + (", {dir}, {tmpdir}, {cert}, {key}" if dirs else "")
         raise PlaceholderError(f"{where} = {text!r}: unknown placeholder {{{name}}}; valid here: {valid}")
 
 

@@ -73,6 +73,13 @@ class ServerKind(Protocol):
     def transports(self) -> tuple[str, ...]: ...
 
     @property
+    def tls_transports(self) -> tuple[str, ...]:
+        """The transports it can serve over TLS with the run's certificate (xferbench/config/tls.py); () none."""
+
+    def tls_listener(self, transport: str) -> str:
+        """The ready field of the address a TLS load of `transport` connects to."""
+
+    @property
     def flags(self) -> Mapping[str, Validator]:
         """Its flags (their [[servers]] keys), each with its validator."""
 
@@ -257,6 +264,9 @@ class ServerSpec:
     # The protocol suites of tests/ (conformance, badinput, ...) run against it: it serves every call of its
     # transports with PROTOCOL.md's limits. False for a reference server that implements a part only.
     conformance: bool = True
+    # The transports it serves over TLS on listeners of their own (`--tls-<transport>-addr`, ready field
+    # `tls_<transport>=`; proto/PROTOCOL.md "TLS"), given `--tls-cert`, `--tls-key` and `--tls-tickets`.
+    tls_transports: tuple[str, ...] = ()
 
     @property
     def port0_flags(self) -> tuple[str, ...]:
@@ -268,6 +278,15 @@ class ServerSpec:
         [load] hosts), the others (metrics) on loopback, where only the runner reads them."""
         at = f"[{address}]" if ":" in address else address
         return tuple(f"--{k}-addr={at if k in self.transports else '127.0.0.1'}:0" for k in self.ports)
+
+    def tls_argv(self, transport: str, cert: str, key: str, tickets: str, address: str | None = None) -> list[str]:
+        """Its TLS listener for `transport` on a free port (at `address`, else loopback), with the run's certificate."""
+        host = address or "127.0.0.1"
+        at = f"[{host}]" if ":" in host else host
+        return [f"--tls-{transport}-addr={at}:0", f"--tls-cert={cert}", f"--tls-key={key}", f"--tls-tickets={tickets}"]
+
+    def tls_listener(self, transport: str) -> str:
+        return f"tls_{transport}"
 
     def default_binary(self) -> str:
         """$<binary_env>, else the built binary under the repository."""
@@ -350,6 +369,7 @@ SERVERS: dict[str, ServerSpec] = {
         ready_word="xferd-go",
         profiler="pprof",
         image=Image("xferd-go", GO_SOURCES),
+        tls_transports=("grpc", "frame"),
     ),
     "xferd-c": ServerSpec(
         name="xferd-c",
@@ -368,6 +388,7 @@ SERVERS: dict[str, ServerSpec] = {
         ready_word="xferd-c",
         profiler="perf",
         image=Image("xferd-c", C_SOURCES),
+        tls_transports=("frame",),
     ),
     # grpc-go's defaults and nothing of ours (servers/go/cmd/bare-echo): the anchor xferd-go's Echo is compared
     # with. Echo only, no flags, no metrics endpoint; perf could sample it, but the profiler reads a registry

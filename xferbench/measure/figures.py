@@ -286,6 +286,33 @@ def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait
     return out
 
 
+def tls_figures(server: list[Snapshot], cost: Figures) -> Figures:
+    """A TLS load's figures over the window's server snapshots: handshakes completed per second
+    (xfer_tls_handshakes_total), the share of them that resumed a session (xfer_tls_resumed_handshakes_total), the
+    server's CPU per handshake (its cores over that rate: `cost`'s server_cpu_cores, the whole tree's) and its mean
+    RSS over the mean of open TLS connections (xfer_tls_connections). Each None where its divisor is 0 or it is not
+    exported (a plaintext cell, a command's own series)."""
+    out: Figures = {"tls_handshakes_per_s": None, "tls_resumed_share": None, "server_cpu_per_handshake_s": None,
+                    "rss_per_tls_conn_bytes": None}
+    if len(server) < 2:
+        return out
+    a, b = server[0], server[-1]
+    done = counter_delta(a.sum("xfer_tls_handshakes_total"), b.sum("xfer_tls_handshakes_total"))
+    rate = _rate(a, b, "xfer_tls_handshakes_total")
+    out["tls_handshakes_per_s"] = rate
+    if done:
+        resumed = counter_delta(a.sum("xfer_tls_resumed_handshakes_total"), b.sum("xfer_tls_resumed_handshakes_total"))
+        out["tls_resumed_share"] = resumed / done if resumed is not None else None
+    cores = cost.get("server_cpu_cores")
+    if rate and cores is not None:
+        out["server_cpu_per_handshake_s"] = cores / rate
+    conns = _mean(_series(server, "xfer_tls_connections"))
+    rss = cost.get("rss_mean_bytes")
+    if conns and rss is not None:
+        out["rss_per_tls_conn_bytes"] = rss / conns
+    return out
+
+
 def live(prev: Snapshot | None, cur: Snapshot | None) -> tuple[float | None, float | None]:
     """Client QPS and P95 over the last scrape interval, for the progress display."""
     if prev is None or cur is None:

@@ -235,14 +235,15 @@ def launch(cell: Cell, env: dict[str, str], folders: Mapping[str, str] | None = 
     return Launch([cmd.fill(a, values) for a in cmd.argv], env, ready, addrs, ports, values)
 
 
-def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None, run_folder: Path | None = None) -> CommandServer:
+def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None, run_folder: Path | None = None,
+          tls: Mapping[str, str] | None = None) -> CommandServer:
     """The cell's command on fresh free ports, up once its ready condition holds, its preload and Go settings
     checked in every process it runs; its templates rendered into `run_folder` ({dir}; None: a temporary
-    folder). Raises ServerStartError with its output's tail."""
+    folder); `tls` its {cert} and {key}. Raises ServerStartError with its output's tail."""
     cmd = _command(cell)
     folders = Folders(cmd, run_folder)
     try:
-        run = launch(cell, cell.server_env(), folders.values)
+        run = launch(cell, cell.server_env(), {**folders.values, **(tls or {})})
         folders.render(cmd, run.values)
         runtime = command.runtime_env(cell.flags, run.env)
         server = CommandServer(run.argv, {**run.env, **runtime}, run.ready, run.addrs, log_path=log_path, cpus=cpus,

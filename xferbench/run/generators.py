@@ -34,6 +34,7 @@ from typing import Any
 
 import loadgen
 from xferbench.config import LOADGEN_KEYS, ROOT, Host, Load, drivers, xferload_args
+from xferbench.config.tls import ClientTLS
 from xferbench.config.userload import LOCUSTFILE_HOST, option_args
 from xferbench.measure import figures, hoststat
 from xferbench.measure.scrape import Snapshot, fetch, scrape
@@ -62,8 +63,9 @@ class Generator:
     stats: dict[str, float | None] | None = None  # the generator's own statistics, read once it has stopped
 
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
-                 cpus: Sequence[int] | None = None) -> None:
-        self.argv = self.build_argv(host, load, metrics_port, run_time_s, log_path)
+                 cpus: Sequence[int] | None = None, tls: ClientTLS | None = None) -> None:
+        self.tls = tls
+        self.argv = self.build_argv(host, load, metrics_port, run_time_s, log_path) + self.tls_args(tls)
         if os.path.isabs(self.argv[0]) and not Path(self.argv[0]).exists():
             raise ServerStartError(f"{self.argv[0]} does not exist; run `make build`", [])
         self.metrics_port = metrics_port
@@ -84,6 +86,11 @@ class Generator:
     @staticmethod
     def outputs(load: Load, log_path: Path) -> list[str]:
         """Flags naming files the generator writes beside its log."""
+        return []
+
+    @staticmethod
+    def tls_args(tls: ClientTLS | None) -> list[str]:
+        """Flags of a TLS client trusting the run's CA (xferbench/config/tls.py); [] for plaintext."""
         return []
 
     def window_start(self) -> None:
@@ -250,7 +257,8 @@ class LocustGenerator(Generator):
     name = "locust"
 
     def __init__(self, host: str, load: Load, metrics_port: int, run_time_s: float, log_path: Path,
-                 cpus: Sequence[int] | None = None, remote_load: RemoteLoad | None = None) -> None:
+                 cpus: Sequence[int] | None = None, remote_load: RemoteLoad | None = None,
+                 tls: ClientTLS | None = None) -> None:
         self.processes = load.processes
         self.remote = remote_load
         self.expected = load.processes * len(remote_load.hosts) if remote_load else load.processes
@@ -263,7 +271,7 @@ class LocustGenerator(Generator):
         self._scrapers: ThreadPoolExecutor | None = None
         self.csv_prefix = log_path.with_suffix("") if load.locustfile else None
         self._master_port = free_port() if remote_load else 0
-        super().__init__(host, load, metrics_port, run_time_s, log_path, cpus)
+        super().__init__(host, load, metrics_port, run_time_s, log_path, cpus, tls)
         if remote_load is not None:
             try:
                 for lh in remote_load.hosts:
@@ -289,7 +297,8 @@ class LocustGenerator(Generator):
         locust = [h.python, "-X", self.marker, "-m", "locust", "-f", "loadgen/", "--worker",
                   "--master-host", self.remote.master_address, "--master-port", str(self._master_port),
                   *loadgen.command_line({**xfer, "metrics_port": metrics_port, "metrics_host": lh.address}),
-                  *(["--processes", str(load.processes)] if load.processes > 1 else []), "--loglevel", "WARNING"]
+                  *(["--processes", str(load.processes)] if load.processes > 1 else []), "--loglevel", "WARNING",
+                  *self.tls_args(self.tls)]  # the CA's path must be there too: a host sharing this filesystem
         return ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", h.root, h.python, "-X", self.marker, "-c",
                 WORKER_WATCH, *locust]
 
@@ -457,6 +466,12 @@ class LocustGenerator(Generator):
         return locust_argv(host, load, metrics_port, run_time_s)
 
     @staticmethod
+    def tls_args(tls: ClientTLS | None) -> list[str]:
+        if tls is None:
+            return []
+        return loadgen.command_line({"tls_ca": str(tls.ca), "tls_resume": tls.resume, "tls_server_name": tls.server_name})
+
+    @staticmethod
     def outputs(load: Load, log_path: Path) -> list[str]:
         # Locust's own statistics of a user locustfile's run: its totals when it quits (PREFIX_final.json, read
         # into the row), and its CSV files (PREFIX_stats.csv, ...) for the reader, which lack the last second.
@@ -487,6 +502,12 @@ class XferloadGenerator(Generator):
         addr = host.split("://", 1)[-1]
         return [str(XFERLOAD), "--addr", addr, "--metrics-addr", f"127.0.0.1:{metrics_port}",
                 "--duration", f"{max(1, round(run_time_s))}s", "--drain", "5s", *xferload_args(load)]
+
+    @staticmethod
+    def tls_args(tls: ClientTLS | None) -> list[str]:
+        if tls is None:
+            return []
+        return ["--tls-ca", str(tls.ca), "--tls-resume", tls.resume, "--tls-server-name", tls.server_name]
 
 
 # Each entry of the driver registry → the Generator that starts it (`name` is the entry's name).

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from xferbench.analysis.row import Figures
-from xferbench.config import Load
+from xferbench.config import Load, tls
 from xferbench.measure import figures, procfs, profile, steps, tree
 from xferbench.measure.scrape import Snapshot
 from xferbench.measure.targets import Unregister
@@ -21,6 +21,7 @@ from xferbench.run.generators import Generator, LoadHost, LocustGenerator, Remot
 from xferbench.run.live import CellFailed, Live, affinity
 from xferbench.run.outputs import profile_figures, start_profile, write_series
 from xferbench.run.process import READY_TIMEOUT_S, ServerStartError, free_port
+from xferbench.run.serverstart import load_listener, run_tls_files
 
 GEN_TAIL_MARGIN_S = 15.0  # the generator's own time bound (Locust -t, xferload --duration): a safety net
 
@@ -107,17 +108,19 @@ def _start_generator(live: Live, load: Load, stem: str) -> Phase:
     total = live.exp.warmup_s + load.duration_s
     kind = generator_class(load.driver)
     live.progress.phase(live.run, f"starting {kind.name}" + (f" at {load.rate}/s" if load.rate else ""))
-    host = f"{cell.transport}://{live.client_addr or live.running_server.addr(cell.transport)}"
+    host = f"{cell.transport}://{live.client_addr or live.running_server.addr(load_listener(cell))}"
     args = (host, load, free_port(), total + GEN_TAIL_MARGIN_S, live.log(kind.name, stem))
     cpus = live.exp.pinning.generator or None
+    files = run_tls_files(live)
+    secure = tls.client(load.tls, files) if files is not None else None
     if load.hosts:  # its workers on other hosts (the schema allows hosts with Locust only)
         assert issubclass(kind, LocustGenerator)
         try:
-            gen: Generator = kind(*args, cpus=cpus, remote_load=_remote_load(live, load))
+            gen: Generator = kind(*args, cpus=cpus, remote_load=_remote_load(live, load), tls=secure)
         except ServerStartError as e:
             raise CellFailed(str(e), e.tail) from None
     else:
-        gen = kind(*args, cpus=cpus)
+        gen = kind(*args, cpus=cpus, tls=secure)
     assert live.row.pids is not None and live.row.cpus is not None  # start() set them
     live.row.pids[kind.name] = gen.proc.pid
     live.row.cpus["generator"] = affinity(gen.proc.pid)
@@ -201,7 +204,7 @@ def _tick_sources(live: Live) -> None:
 
 def _load_ports(live: Live) -> set[int]:
     """The ports the load connects to: the server's for the cell's transport, and the [network] proxy's."""
-    addrs = [live.running_server.addr(live.run.cell.transport), live.client_addr or ""]
+    addrs = [live.running_server.addr(load_listener(live.run.cell)), live.client_addr or ""]
     return {int(a.rpartition(":")[2]) for a in addrs if a.rpartition(":")[2].isdigit()}
 
 
@@ -245,6 +248,8 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> Figures:
     live.row.warnings += warned
     out.update(cost)
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
+    if live.run.cell.load.tls != "off":
+        out.update(figures.tls_figures(figures.window(srv_whole, t_a, t_b), out))
     if live.watch is not None and not search_step:
         out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))
     if live.shadow is not None:

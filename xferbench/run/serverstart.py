@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xferbench.config import Cell, Experiment, servers
-from xferbench.run import commandserver, remoteserver
+from xferbench.config.tls import TLSFiles
+from xferbench.run import commandserver, remoteserver, tlsfiles
 from xferbench.run.handle import ServerHandle
 from xferbench.run.live import CellFailed, Live
 from xferbench.run.process import Server, ServerStartError, kill_all
@@ -97,7 +98,7 @@ def _registry_process(live: Live) -> ServerHandle:
     remote = live.placement.server_address if cell.load.hosts and live.placement is not None else None
     return Server(
         cell.server,
-        cell.server_argv(remote),
+        cell.server_argv(remote, run_tls_files(live)),
         cell.server_env(),
         log_path=live.log("server"),
         cpus=exp.pinning.server or None,
@@ -125,9 +126,25 @@ def _host_address(live: Live) -> str:
 
 def _command_process(live: Live) -> ServerHandle:
     """A command server as a host process; its rendered [servers.files] stay with the run's logs: what the server
-    was really given."""
+    was really given. A command naming {cert} or {key} is given the run's certificate there."""
     exp, cell = live.exp, live.run.cell
-    return commandserver.start(cell, live.log("server"), exp.pinning.server or None, live.run_dir / "files" / live.stem)
+    files = run_tls_files(live)
+    return commandserver.start(cell, live.log("server"), exp.pinning.server or None, live.run_dir / "files" / live.stem,
+                               files.placeholders() if files is not None else None)
+
+
+def run_tls_files(live: Live) -> TLSFiles | None:
+    """The run's CA and certificate, made at the first cell that needs them (xferbench/run/tlsfiles.py), naming this
+    machine's address as other hosts reach it in a run with hosts (whichever cell comes first, the certificate is
+    the run's); None for a cell that needs none."""
+    cell = live.run.cell
+    if not tlsfiles.needed(cell):
+        return None
+    address = live.placement.server_address if live.placement is not None else None
+    try:
+        return tlsfiles.ensure(live.run_dir, address)
+    except tlsfiles.TLSFilesError as e:
+        raise ServerStartError(f"the run's TLS certificate (load.tls = {cell.load.tls!r}): {e}", []) from None
 
 
 # How a host process of each kind is started (the kind's `launcher`); in a container, every kind is a
@@ -161,6 +178,12 @@ def start_server(live: Live) -> ServerHandle:
     return server
 
 
+def load_listener(cell: Cell) -> str:
+    """The ready field of the address the cell's load connects to: its transport's, or with a tls load its TLS
+    listener for it."""
+    return cell.kind.tls_listener(cell.transport) if cell.load.tls != "off" else cell.transport
+
+
 def network_proxy(exp: Experiment, cell: Cell, server: ServerHandle, log_path: Path) -> tuple[Toxiproxy, str]:
     """[network]: a toxiproxy-server in front of the cell's transport listener, carrying the experiment's
     toxics; returns it and the address Locust connects to instead. It runs on the load generator's CPUs: it
@@ -170,7 +193,7 @@ def network_proxy(exp: Experiment, cell: Cell, server: ServerHandle, log_path: P
     except ServerStartError as e:
         raise CellFailed(str(e), e.tail) from None
     try:
-        listen = proxy.create_proxy(cell.transport, server.addr(cell.transport))
+        listen = proxy.create_proxy(cell.transport, server.addr(load_listener(cell)))
         assert exp.network is not None
         for toxic in network_toxics(exp.network):
             proxy.add_toxic(cell.transport, toxic)
