@@ -85,12 +85,14 @@ GIT = "a git checkout (the tar holds the files, not the repository) for the benc
 PID1 = "a machine whose init adopts orphans (in here the check's own shell is PID 1)"
 NOT_IN_A_CONTAINER = {
     **{f"tests/run/containers/test_{name}.py": ENGINE
-       for name in ("backend", "cleanup", "command_container", "engine", "images", "orphans")},
+       for name in ("backend", "cleanup", "command_container", "engine", "engine_stats", "images", "orphans")},
     "tests/deploy/test_compose_stack.py": ENGINE,
     "tests/lab": NET_ADMIN,
     "tests/run/test_hosts.py": NET_ADMIN,
     "tests/run/test_remote_server.py": NET_ADMIN,
     "tests/run/test_remote_failures.py": NET_ADMIN,
+    "tests/run/test_host_figures.py": NET_ADMIN,
+    "tests/run/containers/test_remote_engine.py": NET_ADMIN,
     "tests/measure/test_process_tree.py": CGROUP,
     "tests/run/test_until_ci_summary.py": CGROUP,
     # its A/A floor on CPU per request: the /proc fallback's 10 ms ticks widened it to ±47% once (its bound is ±40%)

@@ -16,6 +16,7 @@ import collections
 import contextlib
 import ctypes
 import os
+import random
 import selectors
 import signal
 import socket
@@ -170,9 +171,34 @@ def live_pids() -> list[int]:
         return [p.pid for p in _live if p.poll() is None]
 
 
+# Where free_port looks: below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default),
+# from which every outgoing connection on the machine takes its source port. A port of that range handed to a child
+# can be taken by any connect() between the check and the child's bind: etcd once failed "bind: address already in
+# use" so, while the tests beside it made connections.
+LISTEN_PORTS_FROM = 10000
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+# The OS's randomness, not the random module's state: a test run seeds that alike in every worker process
+# (pytest-randomly), which would have them all try the same ports in the same order.
+_pick = random.SystemRandom()
+
+
 def free_port() -> int:
     """A loopback port free right now, for a child that cannot report the port it bound (Locust's metrics
-    port, a test's Prometheus). The one implementation: tests and the stack import it from here."""
+    port, a command server's {port}, a test's Prometheus): a random one below the ephemeral range that binds now,
+    else (that range too small, or full) one the kernel picks. The one implementation: tests and the stack import
+    it from here."""
+    try:
+        below = int(EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        below = 0
+    for _ in range(64 if below - LISTEN_PORTS_FROM >= 1000 else 0):
+        port = _pick.randrange(LISTEN_PORTS_FROM, below)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or in TIME_WAIT): another
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
