@@ -74,7 +74,7 @@ def test_tls_cells_of_both_servers_carry_handshake_figures_and_plaintext_none(tm
     _handshaken(on)
     _handshaken(go)
     assert off.ready and "tls_frame" not in off.ready
-    figures = (off.tls_handshakes_per_s, off.tls_resumed_share, off.server_cpu_per_handshake_s, off.rss_per_tls_conn_bytes)
+    figures = (off.tls_handshakes_per_s, off.tls_resumed_share, off.server_cpu_per_handshake_s, off.tls_bytes_per_conn)
     assert figures == (None, None, None, None)
     assert (tmp_path / "run" / "tls" / "ca.pem").is_file()
     # With tickets and a name to key grpcio's session cache by, gRPC's connections after the first resume.

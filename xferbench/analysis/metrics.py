@@ -121,7 +121,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("tls_handshakes_per_s", "TLS handshakes/s", "/s", "lower", "compared", "rate"),
     Metric("tls_resumed_share", "TLS handshakes resumed", "", "higher", "compared", "per-unit"),
     Metric("server_cpu_per_handshake_s", "server CPU per TLS handshake", "s", "lower", "compared", "per-unit"),
-    Metric("rss_per_tls_conn_bytes", "RSS per open TLS connection", "B", "lower", "compared", "mean"),
+    Metric("tls_bytes_per_conn", "TLS library bytes per open connection", "B", "lower", "compared", "mean"),
     # The server's process tree in /proc (xferbench/measure/tree.py): what any server is measured by
     Metric("procs_peak", "processes peak", "", "lower", "compared", "peak"),
     Metric("proc_threads_peak", "threads peak", "", "lower", "compared", "peak"),

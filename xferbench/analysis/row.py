@@ -141,7 +141,7 @@ class RunRow:
     tls_handshakes_per_s: float | None = None  # the server's xfer_tls_handshakes_total rate
     tls_resumed_share: float | None = None  # of those handshakes, the share that resumed a session
     server_cpu_per_handshake_s: float | None = None  # server CPU cores over handshakes per second
-    rss_per_tls_conn_bytes: float | None = None  # mean RSS over the mean of xfer_tls_connections
+    tls_bytes_per_conn: float | None = None  # xferd-c: xfer_tls_allocated_bytes over xfer_tls_connections (means)
 
     # --- the measured window: the server's process tree as /proc shows it (xferbench/measure/tree.py), whatever it
     # exports; summed over its processes
@@ -311,7 +311,7 @@ class Figures(TypedDict, total=False):
     tls_handshakes_per_s: float | None
     tls_resumed_share: float | None
     server_cpu_per_handshake_s: float | None
-    rss_per_tls_conn_bytes: float | None
+    tls_bytes_per_conn: float | None
     # --- the measured window: the server's process tree
     procs_peak: float | None
     proc_threads_peak: float | None

@@ -289,11 +289,13 @@ def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait
 def tls_figures(server: list[Snapshot], cost: Figures) -> Figures:
     """A TLS load's figures over the window's server snapshots: handshakes completed per second
     (xfer_tls_handshakes_total), the share of them that resumed a session (xfer_tls_resumed_handshakes_total), the
-    server's CPU per handshake (its cores over that rate: `cost`'s server_cpu_cores, the whole tree's) and its mean
-    RSS over the mean of open TLS connections (xfer_tls_connections). Each None where its divisor is 0 or it is not
-    exported (a plaintext cell, a command's own series)."""
+    server's CPU per handshake (its cores over that rate: `cost`'s server_cpu_cores, the whole tree's) and the bytes
+    its TLS library holds per open TLS connection (xferd-c's xfer_tls_allocated_bytes over xfer_tls_connections, both
+    means, where at least one connection was open on average: the process's RSS over a connection per call said
+    nothing of a connection). Each None where its divisor is 0 or it is not exported (a plaintext cell, xferd-go,
+    whose Go heap keeps no such count, a command's own series)."""
     out: Figures = {"tls_handshakes_per_s": None, "tls_resumed_share": None, "server_cpu_per_handshake_s": None,
-                    "rss_per_tls_conn_bytes": None}
+                    "tls_bytes_per_conn": None}
     if len(server) < 2:
         return out
     a, b = server[0], server[-1]
@@ -307,9 +309,9 @@ def tls_figures(server: list[Snapshot], cost: Figures) -> Figures:
     if rate and cores is not None:
         out["server_cpu_per_handshake_s"] = cores / rate
     conns = _mean(_series(server, "xfer_tls_connections"))
-    rss = cost.get("rss_mean_bytes")
-    if conns and rss is not None:
-        out["rss_per_tls_conn_bytes"] = rss / conns
+    held = _mean(_series(server, "xfer_tls_allocated_bytes"))
+    if conns is not None and conns >= 1 and held is not None:
+        out["tls_bytes_per_conn"] = held / conns
     return out
 
 
