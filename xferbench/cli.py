@@ -187,7 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     exp = _checked_experiment(args, err)
     if exp is None:
         return 2
-    missing = [] if exp.backend == "docker" else sorted({c.binary for c in exp.cells if not Path(c.binary).exists()})
+    here = [c for c in exp.cells if not (c.host and c.kind.launcher == "command")]  # a command on a host: the host's
+    missing = [] if exp.backend == "docker" else sorted({c.binary for c in here if not Path(c.binary).exists()})
     for b in missing:
         err.print(f"[yellow]warning:[/] {b} does not exist (run `make build`); its cells will fail", highlight=False)
     source = _metrics_source(args, err)

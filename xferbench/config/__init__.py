@@ -57,9 +57,9 @@ Schema (every key below is optional unless marked *required*)::
                                 # to the experiment file; docs/EXPERIMENTS.md "Any gRPC method")
     hosts = ["gen1", "gen2"]    # [hosts] names: the load's Locust workers run there, `processes` per host (default
                                 # 1), its master here, and the servers listen on this machine's address as those
-                                # hosts reach it; Locust with loadgen's users and a registry server only (no
-                                # locustfile, [network] or containers yet). A list is an axis in [servers.load]:
-                                # "gen1,gen2" is one value there. Checked before any cell (docs/EXPERIMENTS.md
+                                # hosts reach it; Locust with loadgen's users, and a registry server or a command
+                                # on a host ({addr}) (no locustfile or [network] yet). A list is an axis in
+                                # [servers.load]: "gen1,gen2" is one value there. Checked before any cell (docs/EXPERIMENTS.md
                                 # "Load from other hosts")
     tls = "on"                  # off | on | on-resume: the load over the server's TLS listener for its transport,
                                 # trusting the run's throwaway CA (RUN/tls/); on: tickets off, no resumption, a

@@ -18,15 +18,21 @@
     "my.conf" = "my.conf.in"         # rendered as {dir}/my.conf at each start (xferbench/config/commandfiles.py)
 
 Every `{port}` and `{<name>_port}` placeholder gets a free loopback port at each start; `{port}` is the
-load's target; `{dir}` is the start's folder, `{tmpdir}` a fresh folder removed after it stops; `{cert}` and
-`{key}` the run's TLS certificate and key (a command using them may be given `[load] tls`: its load then speaks
-TLS to `{port}`, xferbench/config/tls.py); any other `{name}` is refused (xferbench/config/placeholders.py).
+load's target; `{addr}` the address to listen on (127.0.0.1 here); `{dir}` is the start's folder, `{tmpdir}` a
+fresh folder removed after it stops; `{cert}` and `{key}` the run's TLS certificate and key (a command using them
+may be given `[load] tls`: its load then speaks TLS to `{port}`, xferbench/config/tls.py); any other `{name}` is
+refused (xferbench/config/placeholders.py).
 Relative paths (command[0] with a slash, the templates, cwd) start at the experiment file's folder. What can be
 refused is refused here, while the experiment is read: the program is inspected (an ELF's PT_INTERP says dynamic,
 its `.go.buildinfo` section says Go), never started. Starting it, its readiness and the preload check are
 xferbench/run/commandserver.py's. With `image` (backend = "docker") the command runs in that image
 (xferbench/run/containers/backend.py) and nothing of it is inspected here: alloc and the Go keys are refused
 (their variables can be set in [servers.env]), and so are files, cwd, {dir}, {tmpdir}, {cert} and {key}.
+With `host` (`[[servers]] host = "NAME"`, xferbench/run/remoteserver.py) the command runs on that host: command[0]
+is the host's (an absolute path or a name on its PATH, checked there by xferbench/run/hostcheck.py, with the
+program's ELF checks of alloc and the Go keys), so a relative one is refused; it must listen at `{addr}` (or
+0.0.0.0), where the load and the runner reach it, and a URL the runner reads must not name loopback; files, cwd,
+{dir}, {tmpdir}, {cert} and {key} are this machine's, and refused.
 
 The profiler `profile = true` samples it with is chosen here too, once per cell, and recorded in its config:
 pprof at the `pprof` address when one is given; otherwise perf, which unwinds a Go program by its frame
@@ -225,7 +231,9 @@ class Command:
         if self.profiler.pprof is None:
             return self.profiler
         ports = dict(kv.split("=", 1) for kv in addr("ports").split(",") if kv)
-        return replace(self.profiler, pprof=self.fill(self.profiler.pprof, {k: int(v) for k, v in ports.items()}))
+        values: dict[str, object] = {k: int(v) for k, v in ports.items()}
+        values[placeholders.ADDR] = placeholders.in_url(addr(placeholders.ADDR))
+        return replace(self.profiler, pprof=self.fill(self.profiler.pprof, values))
 
     def config_json(self) -> dict[str, Any]:
         return {"command": self.to_json()}
@@ -246,7 +254,7 @@ def runtime_env(flags: Mapping[str, str], env: Mapping[str, str]) -> dict[str, s
 
 
 # What a command's [[servers]] shares with ours; image and limits: backend = "docker" (the image is the user's).
-GROUP_KEYS = ("server", "label", "name", "env", "load", "image", "limits")
+GROUP_KEYS = ("server", "label", "name", "env", "load", "image", "limits", "host")
 
 
 def group(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict[str, Any]]:
@@ -268,11 +276,14 @@ def parse(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict
     """The command of a [[servers]] entry, and its alloc/Go keys as a flags table (values still unchecked:
     FLAGS' validators check them, as any server's flags)."""
     in_image = "image" in g  # backend = "docker": command[0] is the image's, never looked at on this host
-    argv = _argv(g.get("command"), where, folder if not in_image else None)
+    on_host = "host" in g and not in_image  # command[0] is that host's: checked there (xferbench/run/hostcheck.py)
+    argv = _argv(g.get("command"), where, folder if not (in_image or on_host) else None, on_host)
     ready = _ready(g.get("ready"), where)
     metrics = _metrics(g.get("metrics"), where)
     requests = _requests(g.get("requests"), metrics, where)
     pprof = _pprof(g.get("pprof"), where)
+    if on_host:  # before they are read: this machine's paths, which the host would not have
+        _refuse_on_host(g, [k for k in ("files", "cwd") if k in g], where)
     files = commandfiles.templates(g.get("files"), folder, where)
     cwd = commandfiles.cwd(g.get("cwd"), folder, where)
     keyed = _checked_texts(g, argv, ready, where)
@@ -290,6 +301,9 @@ def parse(g: Mapping[str, Any], where: str, folder: Path) -> tuple[Command, dict
     if in_image:
         _check_image(g, flags, texts, where)
         return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof), requests), flags
+    if on_host:
+        _check_on_host(g, keyed, given, where)
+        return Command(argv, ready, metrics, tuple(names), _profiler(None, pprof, "on another host"), requests), flags
     _check_program(Path(argv[0]), flags, where)
     dirs = tuple(d for d in placeholders.DIRS if d in used or (d == "dir" and files))
     return Command(argv, ready, metrics, tuple(names), _profiler(Path(argv[0]), pprof), requests, files, cwd,
@@ -327,6 +341,39 @@ def _check_image(g: Mapping[str, Any], flags: Mapping[str, Any], texts: list[str
                            "are not in it): put the file in the image")
 
 
+def _check_on_host(g: Mapping[str, Any], keyed: list[tuple[str, str]], given: list[str], where: str) -> None:
+    """What a command on another host cannot have: this machine's folders and files; a listener the load and the
+    runner cannot reach (it must listen at {addr}, the host's address, or 0.0.0.0); a URL the runner reads at
+    loopback (this machine's, not the host's)."""
+    on = _on_host(g)
+    used = sorted(placeholders.used(t for _, t in keyed))
+    _refuse_on_host(g, [f"{{{n}}}" for n in used if n in (*placeholders.DIRS, *placeholders.FILES)], where)
+    if placeholders.ADDR not in placeholders.used(given) and not any(WILDCARD in t for t in given):
+        raise CommandError(f"{where}.command = {list(g['command'])!r}: {on} must listen at {{addr}}, the host's "
+                           "address, where the load and the runner reach it (e.g. \"--listen={addr}:{port}\"), or at "
+                           f"{WILDCARD}; neither is in its command or [servers.env]")
+    for key, text in keyed:
+        if key.endswith((".metrics", ".pprof", ".ready.http")) and LOOPBACK.match(text):
+            raise CommandError(f"{key} = {text!r}: {on} is reached from this machine, where loopback is not the "
+                               f"host: name it by {{addr}}, e.g. \"http://{{addr}}:{{metrics_port}}/metrics\"")
+
+
+def _on_host(g: Mapping[str, Any]) -> str:
+    return f"a command server on another host (host = {g['host']!r})"
+
+
+def _refuse_on_host(g: Mapping[str, Any], mine: list[str], where: str) -> None:
+    """The first of `mine` (keys or placeholders naming this machine's folders and files) refused."""
+    if mine:
+        raise CommandError(f"{where}: {mine[0]} is not for {_on_host(g)}: the runner's folders and files are this "
+                           "machine's; put the file on the host and give its path there")
+
+
+# A listener on every address of the host; a URL whose host is this machine's loopback.
+WILDCARD = "0.0.0.0"
+LOOPBACK = re.compile(r"https?://(127\.[0-9.]+|localhost|\[::1\])(:|/|$)", re.I)
+
+
 def _metrics(v: Any, where: str) -> str | None:
     if v is not None and not (isinstance(v, str) and re.fullmatch(r"https?://[^/\s]+/\S*", v)):
         raise CommandError(
@@ -359,12 +406,12 @@ def _pprof(v: Any, where: str) -> str | None:
     return v.rstrip("/")
 
 
-def _profiler(exe: Path | None, pprof: str | None) -> Profiler:
-    """The profiler `profile = true` would use: chosen here, once, from the program itself (None: in an image)."""
+def _profiler(exe: Path | None, pprof: str | None, elsewhere: str = "in an image") -> Profiler:
+    """The profiler `profile = true` would use: chosen here, once, from the program itself (None: `elsewhere`)."""
     if pprof is not None:
         return Profiler("pprof", pprof=pprof, why="its pprof address")
     if exe is None:
-        return Profiler("perf", "dwarf", why="a program in an image, not inspected: perf, unwound by DWARF")
+        return Profiler("perf", "dwarf", why=f"a program {elsewhere}, not inspected: perf, unwound by DWARF")
     try:
         info = elf_info(exe)
         what = "a native program" if info is not None else "not an ELF program (a script: its interpreter)"
@@ -375,13 +422,18 @@ def _profiler(exe: Path | None, pprof: str | None) -> Profiler:
     return Profiler("perf", "dwarf", why=f"{what}: perf, unwound by DWARF")
 
 
-def _argv(v: Any, where: str, folder: Path | None) -> tuple[str, ...]:
-    """command, its program made absolute; `folder` None: in an image, where it is not looked at here."""
+def _argv(v: Any, where: str, folder: Path | None, on_host: bool = False) -> tuple[str, ...]:
+    """command, its program made absolute; `folder` None: in an image or on another host (`on_host`), where it is
+    not looked at here."""
     if not isinstance(v, list) or not v or not all(isinstance(a, str) and a for a in v):
         raise CommandError(
             f'{where}.command = {v!r}: required; expected a list of strings, e.g. ["./my-server", "--port", "{{port}}"]'
         )
-    if folder is None:  # the image's path or a name on the image's PATH, as `docker run IMAGE ...` takes it
+    if on_host and "/" in v[0] and not v[0].startswith("/"):
+        raise CommandError(f"{where}.command[0] = {v[0]!r}: a command server on another host (host = ...) runs the "
+                           "host's program: give its absolute path there or a name on the host's PATH (a relative "
+                           "path would start at the experiment file's folder, a folder of this machine)")
+    if folder is None:  # the image's (or host's) path or a name on its PATH, as `docker run IMAGE ...` takes it
         return tuple(v)
     return (str(commandfiles.program(v[0], folder, where)), *v[1:])
 
@@ -428,6 +480,16 @@ def _check_program(exe: Path, flags: Mapping[str, Any], where: str) -> None:
         info = elf_info(exe)
     except OSError as e:
         raise CommandError(f"{where}.{key}: cannot inspect {exe} (command[0]): {e.strerror}") from None
+    check_elf(str(exe), info, flags, where, Path.exists)
+
+
+def check_elf(exe: str, info: tuple[bool, bool] | None, flags: Mapping[str, Any], where: str,
+              installed: Callable[[Path], bool]) -> None:
+    """The program's ELF facts (elf_info's, read here or on the server's host) against alloc and the Go keys;
+    `installed` says whether an allocator's library is there. Raises CommandError naming the key."""
+    if not flags:
+        return
+    key = next(iter(flags))
     if info is None:
         raise CommandError(f"{where}.{key}: {exe} is not an ELF program (a script?); give the program itself as command[0]")
     dynamic, go = info
@@ -441,7 +503,7 @@ def _check_program(exe: Path, flags: Mapping[str, Any], where: str) -> None:
     allocs = flags.get("alloc", [])
     for a in allocs if isinstance(allocs, list) else [allocs]:
         lib = alloc_library(str(a))
-        if lib is not None and not lib.exists():
+        if lib is not None and not installed(lib):
             raise CommandError(f"{where}.alloc = {a!r}: {lib} is not installed (Debian's package of {a})")
     go_keys = [k for k in flags if k in GO_ENV]
     if go_keys and not go:

@@ -13,7 +13,8 @@ Locust workers or a group's server (xferbench/run/remoteserver.py).
 
     [[servers]]
     server = "xferd-c"
-    host = "app"                    # this group's server on [hosts.app]; default: this machine
+    host = "app"                    # this group's server on [hosts.app]; default: this machine (a command server
+                                    # too, as a process there, listening at {addr}: xferbench/config/command.py)
 
 `engine` is a socket path on the host, reached through an OpenSSH unix-socket forward over the host's own ssh
 (xferbench/run/containers/forward.py): Docker's and Podman's sockets alike, and no TCP port open on the host. A
@@ -143,9 +144,11 @@ def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, networ
         for name in c.load.hosts:
             if name not in hosts:
                 raise ExperimentError(f"{where}: no [hosts.{name}] in this experiment (declared: {declared})")
-        if c.kind.launcher != "registry":
-            raise ExperimentError(f"{where}: a {c.server} server listens where its command says; a load on other "
-                                  "hosts drives the servers of the registry (xferd-go, xferd-c, bare-echo) for now")
+        if c.kind.launcher != "registry" and c.host is None:
+            raise ExperimentError(f"{where}: a {c.server} server listens where its command says, here on loopback; a "
+                                  "load on other hosts drives the servers of the registry (xferd-go, xferd-c, "
+                                  "bare-echo), and commands on a host of their own ([[servers]] host: their {addr} is "
+                                  "its address), for now")
         if network:
             raise ExperimentError(f"{where}: [network]'s proxy runs on this machine, between a local load and the "
                                   "server; drop one of them")
@@ -165,14 +168,15 @@ def check_cells(hosts: dict[str, Host], base: Load, cells: list[Cell], *, networ
 def _check_server_host(hosts: dict[str, Host], c: Cell, *, network: bool, backend: str, profile: bool,
                        soak: bool) -> None:
     """`[[servers]] host`: a declared host, and a server the remote runner can start and measure there (a registry
-    server: as a process, measured by the /proc tree its watch reads on the host; in a container, on the host's
-    `engine`, measured by that engine's statistics of the container)."""
+    server or a command: as a process, measured by the /proc tree its watch reads on the host; a registry server in
+    a container, on the host's `engine`, measured by that engine's statistics of the container). What a command
+    there cannot have (its folders, a relative program) is xferbench/config/command.py's refusal."""
     where = f"servers (cell {c.name!r}): host = {c.host!r}"
     if c.host not in hosts:
         raise ExperimentError(f"{where}: no [hosts.{c.host}] in this experiment (declared: {', '.join(hosts) or 'none'})")
-    if c.kind.launcher != "registry":
-        raise ExperimentError(f"{where}: a server on another host is one of the registry's (xferd-go, xferd-c, "
-                              f"bare-echo) for now, not a {c.server} server")
+    if c.kind.launcher != "registry" and backend != "process":
+        raise ExperimentError(f'{where}: a {c.server} server on another host runs there as a process (experiment.'
+                              f'backend = "process"), not in a container on its engine, for now')
     if backend != "process" and hosts[c.host].engine is None:
         raise ExperimentError(f'{where}: a server in a container (experiment.backend = "{backend}") on another host '
                               f"runs on that host's engine, and [hosts.{c.host}] names none ({ENGINE_EXAMPLE}, its "

@@ -1,6 +1,8 @@
 """Starting a command server (`server = "command"`, xferbench/config/command.py) as a host process.
 
-Each start gives every port placeholder a free loopback port, makes its {dir} and {tmpdir} and renders its
+Each start gives every port placeholder a free loopback port and `{addr}` 127.0.0.1 (`launch`: also the start of
+a command in a container, where `{addr}` is 0.0.0.0, and on another host, xferbench/run/remoteserver.py, where it
+is the host's address and the ports are the host's), makes its {dir} and {tmpdir} and renders its
 [servers.files] there (xferbench/run/commandfolders.py), sets the cell's environment (its [servers.env], then
 LD_PRELOAD for alloc and GOGC, ... for the Go keys), and polls the ready condition: a TCP connection
 accepted, a line of its output (stdout and stderr, merged) matching, or an HTTP 2xx. Nothing here sleeps in
@@ -24,21 +26,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from xferbench.config import Cell, command
+from xferbench.config import Cell, command, placeholders
 from xferbench.measure import procfs
 from xferbench.run.commandfolders import Folders
 from xferbench.run.live import CellFailed
 from xferbench.run.process import POLL_S, Server, ServerStartError, free_port, port_open, spawn
 
 CHECK_EVERY_S = 0.1  # a port or URL is tried at most this often, however much the server prints
+LOOPBACK = "127.0.0.1"  # {addr} of a host process here, and where a container's published ports are reached
+ANY = "0.0.0.0"  # {addr} inside a container: its published ports reach it on every interface there
 
 
 class ReadyCheck:
     """A command's ready condition, polled: the one check of a command run as a host process (CommandServer)
-    and in a container (xferbench/run/containers/backend.py). Its output's lines are shown to it by `see`."""
+    and in a container (xferbench/run/containers/backend.py), and on another host (xferbench/run/remoteserver.py),
+    whose `address` a ready port is connected to from here. Its output's lines are shown to it by `see`."""
 
-    def __init__(self, cond: command.Ready) -> None:
+    def __init__(self, cond: command.Ready, address: str = LOOPBACK) -> None:
         self.cond = cond
+        self.address = address
         self.matched = False
         self._http_error = "no answer"
 
@@ -46,7 +52,7 @@ class ReadyCheck:
         """What must become true, as the error names it."""
         kind, value = self.cond.kind, self.cond.value
         if kind == "port":
-            return f"ready.port: a TCP connection accepted on 127.0.0.1:{value}"
+            return f"ready.port: a TCP connection accepted on {placeholders.in_url(self.address)}:{value}"
         if kind == "log":
             return f"ready.log: a line of its output matching {value!r}"
         return f"ready.http: {value} answering 2xx (last: {self._http_error})"
@@ -57,7 +63,7 @@ class ReadyCheck:
 
     def met(self) -> bool:
         if self.cond.kind == "port":
-            return port_open("127.0.0.1", int(self.cond.value))
+            return port_open(self.address, int(self.cond.value))
         if self.cond.kind == "log":
             return self.matched
         try:
@@ -210,29 +216,47 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     ready: command.Ready
-    addrs: dict[str, str]  # grpc=, frame=, metrics= (host:port), metrics_url= and ports= as the runner reads them
-    ports: dict[str, int]  # each placeholder's free loopback port
-    values: dict[str, object]  # every placeholder's value: the ports, and {dir} and {tmpdir} when given
+    addrs: dict[str, str]  # grpc=, frame=, metrics= (host:port), metrics_url=, ports= and addr= as the runner reads them
+    ports: dict[str, int]  # each placeholder's free port
+    values: dict[str, object]  # every placeholder's value: the ports, {addr}, and {dir} and {tmpdir} when given
 
 
-def launch(cell: Cell, env: dict[str, str], folders: Mapping[str, str] | None = None) -> Launch:
+@dataclass(frozen=True)
+class Where:
+    """Where a start listens (`{addr}` in what the server is given) and where the runner reaches it (`{addr}` in a
+    URL it reads, and the load's target), and its ports (None: free ones of this machine)."""
+
+    listen: str = LOOPBACK
+    reach: str = LOOPBACK
+    ports: Mapping[str, int] | None = None
+
+
+def launch(cell: Cell, env: dict[str, str], folders: Mapping[str, str] | None = None, where: Where | None = None) -> Launch:
     """The cell's command on fresh free ports; `env` its environment, the cell's own [servers.env] among it
-    (their placeholders are filled here); `folders` the {dir} and {tmpdir} of this start (a host process's)."""
+    (their placeholders are filled here); `folders` the {dir} and {tmpdir} of this start (a host process's);
+    `where` its addresses and ports (default: a host process here, or 0.0.0.0 in a container)."""
     cmd = _command(cell)
-    ports = {name: free_port() for name in cmd.ports}
-    values: dict[str, object] = {**ports, **(folders or {})}
+    where = where or (Where(listen=ANY) if cell.image else Where())
+    ports = dict(where.ports) if where.ports is not None else {name: free_port() for name in cmd.ports}
+    values: dict[str, object] = {**ports, placeholders.ADDR: where.listen, **(folders or {})}
+    urls: dict[str, object] = {**ports, placeholders.ADDR: placeholders.in_url(where.reach)}
     env = {k: cmd.fill(v, values) if k in cell.env else v for k, v in env.items()}
-    addrs = {transport: f"127.0.0.1:{ports['port']}" for transport in ("grpc", "frame")}
+    addrs = {transport: f"{placeholders.in_url(where.reach)}:{ports['port']}" for transport in ("grpc", "frame")}
     if cmd.metrics_url:
         # The whole URL is what is scraped (any path, https); host:port names the target, as for our servers.
-        addrs["metrics_url"] = cmd.fill(cmd.metrics_url, ports)
+        addrs["metrics_url"] = cmd.fill(cmd.metrics_url, urls)
         addrs["metrics"] = urllib.parse.urlsplit(addrs["metrics_url"]).netloc
     addrs["ports"] = ",".join(f"{k}={v}" for k, v in ports.items())
-    # A log's expression is matched, so the values it names are escaped (a folder's dots are no wildcards).
-    value = cmd.fill(cmd.ready.value, {k: re.escape(str(v)) for k, v in values.items()} if cmd.ready.kind == "log"
-                     else values)
-    ready = command.Ready(cmd.ready.kind, value, cmd.ready.timeout_s)
-    return Launch([cmd.fill(a, values) for a in cmd.argv], env, ready, addrs, ports, values)
+    addrs[placeholders.ADDR] = where.reach
+    return Launch([cmd.fill(a, values) for a in cmd.argv], env, _ready(cmd, values, urls), addrs, ports, values)
+
+
+def _ready(cmd: command.Command, values: Mapping[str, object], urls: Mapping[str, object]) -> command.Ready:
+    """The ready condition filled: a log's expression with the values escaped (a folder's dots are no wildcards),
+    a URL with the address the runner reaches."""
+    kind = cmd.ready.kind
+    filled = {k: re.escape(str(v)) for k, v in values.items()} if kind == "log" else urls if kind == "http" else values
+    return command.Ready(kind, cmd.fill(cmd.ready.value, filled), cmd.ready.timeout_s)
 
 
 def start(cell: Cell, log_path: Path | None, cpus: Sequence[int] | None, run_folder: Path | None = None,

@@ -11,7 +11,9 @@ reached over SSH and asked, in one session, by the Python it would run the load 
   again the same way once the sweep's last run has ended (`end_clocks`, the probe run with --clock, which imports
   nothing), so the run records both;
 - for a host a server runs on (`[[servers]] host`), its address as this machine reaches it (its SSH_CONNECTION),
-  where the server will listen (xferbench/run/remoteserver.py);
+  where the server will listen (xferbench/run/remoteserver.py); for a command server there, its program (command[0],
+  an absolute path or a name on that host's PATH) found there and executable, and read there for the checks of
+  alloc and the Go keys that a program here gets when the experiment is read (xferbench/config/command.py);
 - for a host the load runs on (`[load] hosts`), that it connects to the address the servers will listen on: this
   machine's address as the first load host sees it (its SSH_CONNECTION, which is the route's source address),
   where a listener of the check's own waits for the connection.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import inspect
 import json
 import socket
 import subprocess
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from xferbench.analysis.runmeta import HostFacts, Placement
-from xferbench.config import ROOT, Experiment, Host
+from xferbench.config import ROOT, Cell, Experiment, Host, command
 from xferbench.run import remote, remote_probe
 
 CLOCK_EXCHANGES = 7
@@ -47,6 +50,35 @@ FREE_SAMPLE_S = 0.5
 # Run on the host as `PYTHON -c PROBE ROOT` from ROOT (xferbench/run/remote_probe.py says what it answers): sent as
 # text, since the host may lack xferbench, which is one thing the probe checks.
 PROBE = Path(remote_probe.__file__).read_text()
+
+# Run on a command server's host as `PYTHON -c PROGRAM_CHECK COMMAND0 LIB...`: one JSON line, where command[0] is
+# there (a path, or found on its PATH as the server's watch will run it), whether it can run, its ELF facts (by
+# command.elf_info's own text: the facts a program here is judged by), and which of the allocator libraries exist.
+PROGRAM_CHECK = "\n".join([
+    "from __future__ import annotations",
+    "import json, os, shutil, struct, sys",
+    "from pathlib import Path",
+    inspect.getsource(command.elf_info),
+    "def main():",
+    "    exe, libs = sys.argv[1], sys.argv[2:]",
+    "    path = exe if '/' in exe else shutil.which(exe)",
+    "    out = {'path': path, 'libs': [lib for lib in libs if os.path.exists(lib)]}",
+    "    if path is None:",
+    "        out['error'] = 'not found on its PATH'",
+    "    elif not os.path.isfile(path):",
+    "        out['error'] = 'does not exist there'",
+    "    elif not os.access(path, os.X_OK):",
+    "        out['error'] = 'is not executable there'",
+    "    else:",
+    "        try:",
+    "            info = elf_info(Path(path))",
+    "            out['elf'] = None if info is None else list(info)",
+    "        except (OSError, IndexError, struct.error) as e:",
+    "            out['elf_error'] = str(e)",
+    "    print(json.dumps(out))",
+    "main()",
+    "",
+])
 
 
 class HostCheckError(RuntimeError):
@@ -218,6 +250,49 @@ def _versions(probes: list[_Probe]) -> None:
                          "workers must be the same version")
 
 
+def _commands(exp: Experiment, host: str) -> list[Cell]:
+    """The cells of a command server on `host`."""
+    return [c for c in exp.cells if c.host == host and isinstance(c.kind, command.Command)]
+
+
+def _programs(p: _Probe, exp: Experiment) -> None:
+    """Each command server's program on its host: there, executable, and of the kind its alloc and Go keys need (the
+    refusal, naming the host and the path, of a program read here when the experiment is)."""
+    cells = _commands(exp, p.host.name)
+    libs = [str(lib) for a in command.ALLOC_LIBS if (lib := command.alloc_library(a)) is not None]
+    for exe in dict.fromkeys(c.kind.default_binary() for c in cells):
+        try:
+            r = remote.run(p.host, [p.host.python, "-c", PROGRAM_CHECK, exe, *libs], what=f"looking for {exe}")
+            found = json.loads(r.stdout.strip().splitlines()[-1])
+        except remote.RemoteError as e:
+            raise HostCheckError(str(e)) from None
+        except (ValueError, IndexError):
+            raise p.fail(f"looking for {exe}: {p.host.python} answered {r.stdout.strip()!r}") from None
+        for c in cells:
+            if c.kind.default_binary() == exe:
+                _judge_program(p, c, exe, found)
+
+
+def _judge_program(p: _Probe, c: Cell, exe: str, found: dict[str, Any]) -> None:
+    """One cell's program as its host said it is; HostCheckError naming the host, the cell and the path."""
+    where = f"servers (cell {c.name!r})"
+    if "error" in found:
+        raise p.fail(f"{where}: command[0] = {exe!r} {found['error']} (a command server on a host runs that host's "
+                     "program: an absolute path there, or a name on its PATH)")
+    flags = {k: v for k, v in c.flags.items() if k in command.FLAGS}
+    if not flags:
+        return
+    if "elf_error" in found:
+        raise p.fail(f"{where}.{next(iter(flags))}: cannot inspect {found['path']} (command[0]) there: "
+                     f"{found['elf_error']}")
+    info = found.get("elf")
+    try:
+        command.check_elf(found["path"], None if info is None else (bool(info[0]), bool(info[1])), flags, where,
+                          lambda lib: str(lib) in found.get("libs", []))
+    except command.CommandError as e:
+        raise p.fail(f"{e} (on that host)") from None
+
+
 def _listener(address: str) -> tuple[socket.socket, threading.Thread]:
     """A listening socket at `address` on a free port, and the thread accepting (and closing) its connections."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -254,6 +329,7 @@ def check(exp: Experiment) -> Placement:
     try:
         _each(probes, _Probe.start)
         _versions(probes)
+        _each([p for p in probes if _commands(exp, p.host.name)], lambda p: _programs(p, exp))
         server = next((p.facts.here for p in probes if "load" in p.facts.roles), None)
         load_probes = [p for p in probes if "load" in p.facts.roles]
         if load_probes and server is None:

@@ -78,8 +78,9 @@ def probed(cell: Cell) -> bool:
 
 
 def _on_server(cell: Cell) -> bool:
-    """Whether the cell's checks need its server: a call's methods, or ports beyond {port} to try."""
-    return bool(cell.load.call) or bool(cell.kind.probed_ports)
+    """Whether the cell's checks need its server: a call's methods, or ports beyond {port} to try (here: a command
+    on another host listens on that host's ports, which only a run, placed by the host check, knows)."""
+    return bool(cell.load.call) or (bool(cell.kind.probed_ports) and cell.host is None)
 
 
 def check(exp: Experiment) -> None:

@@ -1,17 +1,22 @@
-"""A registry server on another host (`[[servers]] host = "NAME"`), started over SSH and measured there.
+"""A server on another host (`[[servers]] host = "NAME"`), started over SSH and measured there: a registry server or a
+command server (`server = "command"`), one class for both; what differs is made by `PLANS`, by the kind's launcher.
 
-- **Its binary**: the local binary's path on the host when a file there has the same SHA-256 (a host sharing this
-  filesystem, or the same build installed at the same path); otherwise the local binary copied into a folder of
-  this start's own on the host (`/tmp/xferbench-server-…`, checksum checked; removed when the server stops).
+- **Its program**: a registry server's is the local binary's path on the host when a file there has the same
+  SHA-256 (a host sharing this filesystem, or the same build installed at the same path); otherwise the local
+  binary copied into a folder of this start's own on the host (`/tmp/xferbench-server-…`, checksum checked;
+  removed when the server stops). A command's is the host's own (command[0], which the host check found there).
 - **Started** under a watch (remote_server_watch.py, sent as text) in one ssh session: the server in a process
   group of its own, which the watch ends when the session ends or on a signal; its listeners bound to the host's
   address as the host check found it, so that the load (here or on other hosts) and the runner's scraper reach
-  them; the cell's env and a marker (XFERBENCH_MARKER, in every process it forks) set there.
-- **Ready** at its ready line, read from the session's stderr (the log here).
+  them (a registry server's flags say so; a command's `{addr}`, its ports free ones the host gave); the cell's env
+  (a command's: its [servers.env], then LD_PRELOAD for alloc and GOGC, ... for the Go keys) and a marker
+  (XFERBENCH_MARKER, in every process it forks) set there.
+- **Ready** at its ready line, read from the session's stderr (the log here); a command at its ready condition: a
+  line of that output matching, or from here a TCP connection accepted at the host's address, or an HTTP 2xx.
 - **Measured** by the watch: each tick's "stat" is the /proc tree of the server on that host (tree.py's ProcTree,
   read there) and the host's own counters (xferbench/measure/hoststat.py: the run's `hosts` figures), and the
-  allocator its `alloc` flag asks for is checked in that host's /proc/PID/maps once ready. No cgroup is made on the
-  host.
+  allocator its `alloc` asks for is checked in that host's /proc/PID/maps of each of its processes once ready. No
+  cgroup is made on the host.
 - **Stopped** with SIGTERM then SIGKILL (the watch's "stop GRACE"), its exit status the watch's; as a backstop, a
   remote pkill of the watch's marker and a kill of every process whose environment carries it.
 """
@@ -28,14 +33,17 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from xferbench.analysis.row import Figures
-from xferbench.config import Cell, Host, servers
+from xferbench.config import Cell, Host, command, servers
 from xferbench.config.command import ALLOC_LIBS
 from xferbench.measure import hoststat, tree
-from xferbench.run import process, programs, remote, remote_server_watch
+from xferbench.run import commandserver, process, programs, remote, remote_server_watch
+from xferbench.run.commandserver import CHECK_EVERY_S, ReadyCheck
 from xferbench.run.process import READY_TIMEOUT_S, STOP_GRACE_S, TAIL_LINES, ServerStartError, parse_ready_line, spawn
 
 # Sent as text: the host needs a Python, not xferbench (xferbench/run/remote_server_watch.py).
@@ -82,6 +90,90 @@ def alloc_lib(alloc: str, mapped: dict[str, list[str]]) -> str | None:
     return None
 
 
+def unmapped(alloc: str, mapped: dict[str, list[str]]) -> list[str]:
+    """The processes (pids) of the server that do not map the allocator's library."""
+    return [pid for pid, libs in mapped.items() if alloc_lib(alloc, {pid: libs}) is None]
+
+
+# The host's free ports, bound all at once (so they differ) at its address, then closed: `python -c` it, ADDRESS N.
+FREE_PORTS = ("import socket, sys\n"
+              "a, n = sys.argv[1], int(sys.argv[2])\n"
+              "s = [socket.socket(socket.AF_INET6 if ':' in a else socket.AF_INET) for _ in range(n)]\n"
+              "for x in s: x.bind((a, 0))\n"
+              "print(' '.join(str(x.getsockname()[1]) for x in s))\n")
+
+
+def free_ports(host: Host, address: str, n: int) -> list[int]:
+    """`n` ports free at `address` on the host now. Raises RemoteError."""
+    r = remote.run(host, [host.python, "-c", FREE_PORTS, address, str(n)], what="asking for free ports")
+    words = r.stdout.split()
+    if len(words) != n or not all(w.isdigit() for w in words):
+        raise remote.RemoteError(f"{host.describe()}: asking for {n} free ports, it answered {r.stdout.strip()!r}")
+    return [int(w) for w in words]
+
+
+class ReadyLine:
+    """A registry server's readiness: its ready line (`<word> ready key=value ...`) among its output's lines."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        self.fields: dict[str, str] | None = None
+        self.line = ""
+
+    def see(self, line: str) -> None:
+        if self.fields is None and (fields := parse_ready_line(line, self.word)) is not None:
+            self.fields, self.line = fields, line
+
+    def met(self) -> bool:
+        return self.fields is not None
+
+    def condition(self) -> str:
+        return "its ready line"
+
+
+@dataclass
+class Plan:
+    """What a start on the host is made of, which the kind decides: the server's name, command line and environment
+    there ("" unsets a variable), how it is known to be ready, and the ready fields known before it starts."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    check: ReadyLine | ReadyCheck
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def registry_plan(cell: Cell, host: Host, address: str, folder: str) -> Plan:
+    """A registry server: its binary placed on the host (copied into `folder` when it lacks it), every listener at
+    the host's address (the runner scrapes the metrics listener from here), up at its ready line."""
+    spec = cell.kind
+    assert isinstance(spec, servers.ServerSpec), "a registry kind"
+    binary, copied = place_binary(host, cell.binary, folder)
+    at = f"[{address}]" if ":" in address else address
+    ports = [f"--{k}-addr={at}:0" for k in spec.ports]
+    argv = [binary, *ports, *(f"--{k}={v}" for k, v in cell.flags.items()), *cell.args]
+    return Plan(cell.server, argv, dict(cell.env), ReadyLine(spec.ready_word),
+                {"binary_copied_to": folder} if copied else {})
+
+
+def command_plan(cell: Cell, host: Host, address: str, folder: str) -> Plan:
+    """A command: its placeholders filled with free ports of the host and `{addr}` its address, its alloc and Go
+    keys in its environment, up at its ready condition (a port or URL tried from here)."""
+    cmd = cell.kind
+    assert isinstance(cmd, command.Command), "a command"
+    ports = dict(zip(cmd.ports, free_ports(host, address, len(cmd.ports)), strict=True))
+    run = commandserver.launch(cell, dict(cell.env), where=commandserver.Where(address, address, ports))
+    env = {**run.env, **command.runtime_env(cell.flags, run.env)}
+    return Plan(Path(run.argv[0]).name, run.argv, env, ReadyCheck(run.ready, address), dict(run.addrs))
+
+
+# How each launcher's server is made on a host (as xferbench/run/serverstart.py's table for this machine).
+PLANS: dict[servers.Launcher, Callable[[Cell, Host, str, str], Plan]] = {
+    "registry": registry_plan,
+    "command": command_plan,
+}
+
+
 def read_tree(server: RemoteServer) -> tree.Sample | None:
     """The server's process tree on its host, as its watch reads it; the host's own counters kept beside."""
     t0 = time.time()
@@ -96,12 +188,11 @@ def read_tree(server: RemoteServer) -> tree.Sample | None:
 
 
 class RemoteServer:
-    """A registry server on `host`, behind one ssh session to its watch: the runner's ServerHandle."""
+    """A server on `host` (a registry server or a command, its `Plan`), behind one ssh session to its watch: the
+    runner's ServerHandle."""
 
     def __init__(self, cell: Cell, host: Host, address: str, log_path: Path | None,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> None:
-        spec = cell.kind
-        assert isinstance(spec, servers.ServerSpec), "a registry kind"
+                 ready_timeout_s: float | None = None) -> None:
         self.name, self.host, self.address = cell.server, host, address
         self.marker = marker()
         self.folder = f"/tmp/{self.marker}"
@@ -109,19 +200,19 @@ class RemoteServer:
         self.ready: dict[str, str] = {}
         self.ready_line = ""
         self.exit_code: int | None = None
-        self.copied = False
         # The host's own counters at the last tick (hoststat.sample(), "at" this machine's time): the run's `hosts`.
         self.host_sample: dict[str, Any] | None = None
         self._pid: int | None = None
         self._answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self._asking = threading.Lock()
-        self._ready = threading.Event()
+        self._output = threading.Event()  # a line of its output came: a ready line or a log condition may hold
         self._stopped = False
         self._log: IO[str] | None = open(log_path, "w", encoding="utf-8") if log_path else None
         try:
-            binary, self.copied = place_binary(host, cell.binary, self.folder)
-            self.proc = spawn(remote.argv(host, self._command(cell, spec, binary)), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.plan = PLANS[cell.kind.launcher](cell, host, address, self.folder)
+            self.name = self.plan.name
+            self.proc = spawn(remote.argv(host, self._command()), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
         except remote.RemoteError as e:
             self._release()
             raise ServerStartError(str(e), []) from None
@@ -134,23 +225,29 @@ class RemoteServer:
                          threading.Thread(target=self._read_log, daemon=True, name=f"{self.name}-stderr")]
         for t in self._readers:
             t.start()
+        timeout_s = ready_timeout_s or (cell.kind.ready.timeout_s if isinstance(cell.kind, command.Command)
+                                        else READY_TIMEOUT_S)
         try:
-            self._wait_ready(ready_timeout_s)
+            self._wait_ready(timeout_s)
             self._check_alloc(cell.flags.get("alloc"))
         except BaseException:
             self.stop(grace_s=1.0)
             raise
 
-    def _command(self, cell: Cell, spec: servers.ServerSpec, binary: str) -> list[str]:
-        """`env` with the cell's variables and the marker, the watch, and the server's command line, its listeners
-        at the host's address (every one: the runner scrapes the metrics listener from here)."""
-        unset = [a for k, v in cell.env.items() if v == "" for a in ("-u", k)]
-        assign = [f"{k}={v}" for k, v in cell.env.items() if v != ""]
-        at = f"[{self.address}]" if ":" in self.address else self.address
-        ports = [f"--{k}-addr={at}:0" for k in spec.ports]
-        argv = [binary, *ports, *(f"--{k}={v}" for k, v in cell.flags.items()), *cell.args]
-        return ["env", *unset, *assign, f"XFERBENCH_MARKER={self.marker}", self.host.python, "-X", self.marker,
-                "-c", SERVER_WATCH, *argv]
+    @property
+    def copied(self) -> bool:
+        """Whether its binary was copied to the host (a registry server's, which the host lacked)."""
+        return "binary_copied_to" in self.plan.fields
+
+    def _command(self) -> list[str]:
+        """The watch with the marker in its environment, and the server's command line under `env` with the plan's
+        variables: the server's alone, so that the watch's own Python runs without its LD_PRELOAD or GOGC (`env`
+        execs the program: the watch's child is the server itself)."""
+        env = self.plan.env
+        unset = [a for k, v in env.items() if v == "" for a in ("-u", k)]
+        assign = [f"{k}={v}" for k, v in env.items() if v != ""]
+        return ["env", f"XFERBENCH_MARKER={self.marker}", self.host.python, "-X", self.marker, "-c", SERVER_WATCH,
+                "env", *unset, *assign, *self.plan.argv]
 
     # --- the session's two streams ---
 
@@ -177,36 +274,53 @@ class RemoteServer:
                 with contextlib.suppress(ValueError):
                     self._log.write(line + "\n")
                     self._log.flush()
-            if not self._ready.is_set() and (fields := parse_ready_line(line, self._ready_word)) is not None:
-                self.ready, self.ready_line = fields, line
-                self._ready.set()
-
-    @property
-    def _ready_word(self) -> str:
-        return servers.get(self.name).ready_word
+            self.plan.check.see(line)
+            self._output.set()
 
     def _wait_ready(self, timeout_s: float) -> None:
+        """Until its ready line or condition holds (a port or URL tried at most every CHECK_EVERY_S, a line of its
+        output looked at as it comes); then its ready fields."""
+        check = self.plan.check
         deadline = time.monotonic() + timeout_s
-        while not self._ready.wait(0.05):
+        while not check.met():
             if self.proc.poll() is not None:
                 self._readers[1].join(timeout=2)
-                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready", list(self.tail))
+                raise ServerStartError(f"{self.name} {self.exit_text()} before it was ready{self._what()}",
+                                       list(self.tail))
             if time.monotonic() > deadline:
-                raise ServerStartError(f"{self.host.describe()}: {self.name} printed no ready line within "
-                                       f"{timeout_s:.0f}s", list(self.tail), timed_out=True)
-        self.ready["host"] = self.host.name
-        if self.copied:
-            self.ready["binary_copied_to"] = self.folder
+                raise ServerStartError(f"{self.host.describe()}: {self.name} {self._not_ready(timeout_s)}",
+                                       list(self.tail), timed_out=True)
+            self._output.wait(CHECK_EVERY_S)
+            self._output.clear()
+        if isinstance(check, ReadyLine):
+            assert check.fields is not None
+            self.ready, self.ready_line = {**check.fields, "host": self.host.name, **self.plan.fields}, check.line
+        else:
+            self.ready, self.ready_line = {**self.plan.fields, "host": self.host.name}, check.condition()
+
+    def _what(self) -> str:
+        """A command's condition, as its errors name it."""
+        return "" if isinstance(self.plan.check, ReadyLine) else f" ({self.plan.check.condition()})"
+
+    def _not_ready(self, timeout_s: float) -> str:
+        if isinstance(self.plan.check, ReadyLine):
+            return f"printed no ready line within {timeout_s:.0f}s"
+        return f"was not ready within {timeout_s:g}s: no {self.plan.check.condition()}"
 
     def _check_alloc(self, alloc: str | None) -> None:
-        """The allocator the flag asks for, mapped by the server on its host (read there, by the watch)."""
+        """The allocator `alloc` asks for, mapped by every process of the server on its host (read there, by the
+        watch)."""
         if not alloc or alloc == "pool":
             return
         got = self.ask("maps")
-        lib = alloc_lib(alloc, got.get("maps", {})) if got else None
-        if lib is None:
+        mapped: dict[str, list[str]] = got.get("maps", {}) if got else {}
+        lib = alloc_lib(alloc, mapped)
+        missing = unmapped(alloc, mapped)
+        if lib is None or missing:
+            who = f"its process {missing[0]}'s" if lib is not None else "its"
             raise ServerStartError(f"{self.host.describe()}: alloc = {alloc!r}: {ALLOC_LIBS.get(alloc, 'libc')} is "
-                                   f"not mapped by the server (its /proc/PID/maps on {self.host.name})", list(self.tail))
+                                   f"not mapped by the server ({who} /proc/PID/maps on {self.host.name}): the program "
+                                   "did not load it", list(self.tail))
         self.ready["alloc_lib"] = lib
 
     def ask(self, what: str) -> dict[str, Any] | None:

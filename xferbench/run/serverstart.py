@@ -94,7 +94,7 @@ def _registry_process(live: Live) -> ServerHandle:
     spec = cell.kind
     assert isinstance(spec, servers.ServerSpec), "a registry kind"
     if cell.host is not None:
-        return _remote_registry_process(live)
+        return _remote_process(live)
     remote = live.placement.server_address if cell.load.hosts and live.placement is not None else None
     return Server(
         cell.server,
@@ -107,9 +107,9 @@ def _registry_process(live: Live) -> ServerHandle:
     )
 
 
-def _remote_registry_process(live: Live) -> ServerHandle:
-    """`[[servers]] host`: the server on that host, over ssh, listening at the host's address as the host check found
-    it (xferbench/run/remoteserver.py)."""
+def _remote_process(live: Live) -> ServerHandle:
+    """`[[servers]] host`: the server (a registry server or a command) on that host, over ssh, listening at the
+    host's address as the host check found it (xferbench/run/remoteserver.py)."""
     exp, cell = live.exp, live.run.cell
     assert cell.host is not None
     return remoteserver.start(cell, exp.hosts[cell.host], _host_address(live), live.log("server"))
@@ -126,8 +126,11 @@ def _host_address(live: Live) -> str:
 
 def _command_process(live: Live) -> ServerHandle:
     """A command server as a host process; its rendered [servers.files] stay with the run's logs: what the server
-    was really given. A command naming {cert} or {key} is given the run's certificate there."""
+    was really given. A command naming {cert} or {key} is given the run's certificate there. With `[[servers]]
+    host`, the command on that host instead."""
     exp, cell = live.exp, live.run.cell
+    if cell.host is not None:
+        return _remote_process(live)
     files = run_tls_files(live)
     return commandserver.start(cell, live.log("server"), exp.pinning.server or None, live.run_dir / "files" / live.stem,
                                files.placeholders() if files is not None else None)
