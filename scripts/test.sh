@@ -48,7 +48,7 @@ case "$suite" in
     phase pytest pytest_marked "not slow" fast
     ;;
   slow)
-    phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=30 GO_FUZZ_EXECS=30000  # bounded for CI
+    phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=15 GO_FUZZ_EXECS=15000  # bounded for CI's budget
     phase pytest-slow pytest_marked slow slow
     phase fresh-check make --no-print-directory fresh-check  # the fast suite in a pristine container (7 minutes)
     ;;

@@ -59,8 +59,8 @@ Schema (every key below is optional unless marked *required*)::
                                 # 1), its master here, and the servers listen on this machine's address as those
                                 # hosts reach it; Locust with loadgen's users, and a registry server or a command
                                 # on a host ({addr}) (no locustfile or [network] yet). A list is an axis in
-                                # [servers.load]: "gen1,gen2" is one value there. Checked before any cell (docs/EXPERIMENTS.md
-                                # "Load from other hosts")
+                                # [servers.load]: "gen1,gen2" is one value there. Checked before any cell
+                                # (docs/EXPERIMENTS.md "Load from other hosts")
     tls = "on"                  # off | on | on-resume: the load over the server's TLS listener for its transport,
                                 # trusting the run's throwaway CA (RUN/tls/); on: tickets off, no resumption, a
                                 # full handshake per connection; on-resume: tickets on, clients resume. An axis in
