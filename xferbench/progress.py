@@ -146,7 +146,7 @@ def final_table(s: Summary) -> Group:
         if label != "Method":  # summary.md and report.html carry the method
             parts.append(Text.assemble((f"{label}: ", "bold"), text))
     if s.table:
-        v = Table(title=f"verdicts: each configuration vs the baseline {s.baseline}", show_lines=False)
+        v = Table(title=f"verdicts: each configuration vs {fmt.against(s)}", show_lines=False)
         for i, col in enumerate(tables.VERDICT_HEAD):
             v.add_column(col, justify="left" if i in (0, 1, 4) else "right", no_wrap=i == 0)
         for verdict in s.table:
@@ -169,7 +169,7 @@ def final_table(s: Summary) -> Group:
     for c in s.ranked():
         runs = str(c.n_ok) + (f" [red]+{c.n_failed}✗[/]" if c.n_failed else "")
         vals = [fmt.estimate(c.est[m], BY_NAME[m].unit, with_ci=False) for m in cols]
-        cmp_ = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
+        cmp_ = "baseline" if s.is_baseline(c.name) else fmt.comparison(c.vs_base.get(s.rank_metric))
         t.add_row(c.name, runs, vals[0], cmp_, *vals[1:])
     parts.append(t)
     parts += failure_lines(s)

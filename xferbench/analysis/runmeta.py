@@ -179,6 +179,7 @@ class RunMeta:
     repeats: int | None = None
     warmup_s: float | None = None
     baseline: str | None = None
+    baselines: dict[str, str] | None = None  # a baseline per [[servers]] table: every cell → its own
     aa_cell: str | None = None
     duet: bool = False
     alpha: float | None = None
@@ -203,7 +204,9 @@ class RunMeta:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["extra"]
-        for key in (*_LATE, "placement"):  # placement: only a run with [hosts] has one; older files stay as they were
+        # placement and baselines: only a run with [hosts], or with a baseline per table, has one; older files stay
+        # as they were
+        for key in (*_LATE, "placement", "baselines"):
             if out[key] is None:
                 del out[key]
         if out.get("until_ci") and out["until_ci"]["more"] is None:
@@ -222,6 +225,10 @@ class RunMeta:
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2))
+
+    def baseline_of(self, name: str) -> str | None:
+        """The baseline the cell `name` was judged against."""
+        return (self.baselines or {}).get(name, self.baseline)
 
     def cell_config(self, name: str) -> dict[str, Any]:
         """A cell's configuration as the run recorded it (experiment.Cell.config), {} when unknown."""

@@ -42,7 +42,7 @@ class Summary:
     meta: RunMeta
     rows: list[RunRow]
     cells: list[CellSummary]
-    baseline: str
+    baseline: str  # the baseline, or with one per [[servers]] table the first table's (what an A/A check copies)
     rank_metric: str = "client_qps"
     rank_reason: str = ""
     verdicts: list[Verdict] = field(default_factory=list)  # the Holm family, in table order
@@ -51,6 +51,18 @@ class Summary:
     others: list[Verdict] = field(default_factory=list)
     floors: dict[str, float | None] = field(default_factory=dict)  # metric → noise floor (0.05 = ±5%)
     alpha: float = stats.ALPHA
+    base_of: dict[str, str] = field(default_factory=dict)  # every cell → the baseline it is judged against
+
+    def baseline_of(self, name: str) -> str:
+        return self.base_of.get(name, self.baseline)
+
+    @property
+    def baselines(self) -> list[str]:
+        """Every baseline, in the cells' order: one, or one per [[servers]] table."""
+        return list(dict.fromkeys(self.baseline_of(c.name) for c in self.cells)) or [self.baseline]
+
+    def is_baseline(self, name: str) -> bool:
+        return name in self.baselines
 
     @property
     def table(self) -> list[Verdict]:
@@ -62,12 +74,14 @@ class Summary:
             return list(self.cells)  # a soak ranks nothing: the experiment's order
         metric = metric or self.rank_metric
         higher = BY_NAME[metric].better == "higher"
+        table = {b: i for i, b in enumerate(self.baselines)}
 
-        def key(c: CellSummary) -> float:
+        def key(c: CellSummary) -> tuple[int, float]:
+            # With a baseline per table, each table is ranked on its own, in the experiment's order.
             m = c.est.get(metric)
             if m is None or m.center is None:
-                return float("inf")
-            return -m.center if higher else m.center
+                return table.get(self.baseline_of(c.name), 0), float("inf")
+            return table.get(self.baseline_of(c.name), 0), -m.center if higher else m.center
 
         return sorted(self.cells, key=key)
 
@@ -187,24 +201,38 @@ HELD_BY_LOAD = ("client_qps", "server_qps", "client_bytes_per_s")
 PER_SERVER_REQUEST = ("server_cpu_per_request_s", "server_qps", "server_p95_s", "server_p99_s", "gc_pause_per_request_s")
 
 
-def request_units(meta: RunMeta) -> set[str]:
-    """What one request is, as each cell's server counts it: a gRPC call moves a whole file however it is
-    chunked, while the frame protocol makes every chunk a call of its own, so its chunk size sets the count."""
+def request_units(meta: RunMeta, names: set[str] | None = None) -> set[str]:
+    """What one request is, as each cell's server counts it (of the cells `names`, default all): a gRPC call moves
+    a whole file however it is chunked, while the frame protocol makes every chunk a call of its own, so its chunk
+    size sets the count."""
     units = set()
-    for cfg in meta.cell_configs.values():
+    for name, cfg in meta.cell_configs.items():
+        if names is not None and name not in names:
+            continue
         load = cfg.get("load") or {}
         transport = cfg.get("transport") or load.get("transport") or "grpc"
         units.add(f"a frame call of a {load.get('chunk')} chunk" if transport == "frame" else f"a {transport} call")
     return units
 
 
-def unlike_requests(meta: RunMeta, rows: list[RunRow]) -> set[str]:
-    """The figures per server request these cells cannot compare: all of them when the cells' servers count
-    requests differently (request_units), except CPU per request where every run divided by the client's count."""
-    if len(request_units(meta)) < 2:
+def unlike_requests(meta: RunMeta, rows: list[RunRow], names: set[str] | None = None) -> set[str]:
+    """The figures per server request the cells `names` (default all) cannot compare: all of them when their
+    servers count requests differently (request_units), except CPU per request where every run divided by the
+    client's count."""
+    if len(request_units(meta, names)) < 2:
         return set()
-    by_client = all(r.cpu_requests_from == "client" for r in rows if r.ok)
+    by_client = all(r.cpu_requests_from == "client" for r in rows if r.ok and (names is None or r.cell in names))
     return {m for m in PER_SERVER_REQUEST if not (m == "server_cpu_per_request_s" and by_client)}
+
+
+def judged_together(meta: RunMeta) -> list[set[str]]:
+    """The sets of cells compared with each other: all of them, or each [[servers]] table with its own baseline."""
+    if not meta.baselines:
+        return [set(meta.cells)]
+    tables: dict[str, set[str]] = {}
+    for cell, base in meta.baselines.items():
+        tables.setdefault(base, {base}).add(cell)
+    return list(tables.values())
 
 
 def offered(meta: RunMeta) -> bool:
@@ -226,7 +254,7 @@ def rank_metric(meta: RunMeta, rows: list[RunRow]) -> tuple[str, str]:
             "fixed offered load (a paced locustfile): every cell served the same rate, so its cost differs"
         )
     if "open" in modes:
-        if "server_cpu_per_request_s" in unlike_requests(meta, rows):
+        if any("server_cpu_per_request_s" in unlike_requests(meta, rows, t) for t in judged_together(meta)):
             return "server_cpu_per_gib_s", (
                 "fixed offered load over servers that count requests differently (a gRPC call moves a whole file, a "
                 "frame call one chunk), so the cost per GiB moved ranks"
@@ -271,14 +299,16 @@ def summarize(meta: RunMeta, rows: list[RunRow]) -> Summary:
         baseline = order[0]
     metric, reason = rank_metric(meta, rows)
     alpha = float(stats.ALPHA if meta.alpha is None else meta.alpha)
-    s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha)
-    base = cells.get(baseline)
-    if base is None or meta.soak:  # a soak compares nothing: one run per cell, each judged alone
+    # A cell whose own baseline has no rows (an older run's file, a cell renamed) is judged against the first.
+    base_of = {n: b if (b := meta.baseline_of(n)) in cells else baseline for n in cells}
+    s = Summary(meta, rows, list(cells.values()), baseline, metric, reason, alpha=alpha, base_of=base_of)
+    if baseline not in cells or meta.soak:  # a soak compares nothing: one run per cell, each judged alone
         return s
     for c in cells.values():
+        base = cells[base_of[c.name]]
         for m in METRICS:  # a diagnostic gets its ratio and interval, never a verdict
             c.vs_base[m.name] = paired(base, c, m.name, m.higher_is_better)
-    _decide(s, base)
+    _decide(s)
     return s
 
 
@@ -289,22 +319,24 @@ def paired(a: CellSummary, b: CellSummary, metric: str, higher: bool | None) -> 
     return stats.compare([va[k] for k in keys], [vb[k] for k in keys], higher, paired=True)
 
 
-def _decide(s: Summary, base: CellSummary) -> None:
+def _decide(s: Summary) -> None:
     """One Holm family: every non-baseline cell x every ranked metric with an interval, but the figures a fixed
     offered load holds fixed (labelled as such, never judged)."""
     held = set(HELD_BY_LOAD) if offered(s.meta) else set()
-    unlike = unlike_requests(s.meta, s.rows) - held
-    others = [c for c in s.cells if c.name != base.name]
+    others = [c for c in s.cells if not s.is_baseline(c.name)]
+    unlike_of = {c.name: unlike_requests(s.meta, s.rows, {c.name, s.baseline_of(c.name)}) - held for c in others}
     for c in others:
         for m in held:
             c.vs_base[m] = replace(c.vs_base[m], verdict=stats.HELD, p=None)
-        for m in unlike:
+        for m in unlike_of[c.name]:
             c.vs_base[m] = replace(c.vs_base[m], verdict=stats.UNLIKE, p=None)
-    metrics = [m for m in RANKED if m in set(s.present_metrics()) and m not in held | unlike]
+    metrics = [m for m in RANKED if m in set(s.present_metrics()) and m not in held]
+    judged = {m: [c for c in others if m not in unlike_of[c.name]] for m in metrics}
+    metrics = [m for m in metrics if judged[m]]
     s.floors = {
-        m: stats.noise_floor([c.vs_base[m] for c in others], resolution=BY_NAME[m].resolution) for m in metrics
+        m: stats.noise_floor([c.vs_base[m] for c in judged[m]], resolution=BY_NAME[m].resolution) for m in metrics
     }
-    family = [(c, m) for m in metrics for c in others]
+    family = [(c, m) for m in metrics for c in judged[m]]
     decided = stats.decide(
         [c.vs_base[m] for c, m in family],
         [BY_NAME[m].better == "higher" for _, m in family],

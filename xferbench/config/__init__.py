@@ -12,7 +12,9 @@ Schema (every key below is optional unless marked *required*)::
                                 # 80% power on this machine (tests/analysis/test_stats.py)
     warmup_s = 2                # seconds of load discarded before the measured window; every time here
                                 # takes a number of seconds or a duration ("30s", "1m30s"; docs/DESIGN.md)
-    baseline = "go/grpc/pool=on"  # cell the ranking compares with; default: the first cell
+    baseline = "go/grpc/pool=on"  # cell the ranking compares with; default: the first cell; or a list of one
+                                # cell per [[servers]] table, each table judged against its own
+                                # (xferbench/config/baselines.py; docs/EXPERIMENTS.md "A baseline per table")
     aa = false                  # also run the baseline a second time per round as "<baseline> (A/A)": the
                                 # pair's verdicts show what the machine's noise alone produces
     alpha = 0.05                # family-wise rate of false verdicts in one report (Holm)

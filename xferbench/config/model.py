@@ -290,6 +290,9 @@ class Experiment:
     profile: bool = False  # sample the server's CPU in every measured window (xferbench/measure/profile/)
     backend: str = "process"  # process | docker (each cell's server in a container: xferbench/run/containers/)
     hosts: dict[str, Host] = field(default_factory=dict)  # [hosts.NAME], in the file's order
+    # A baseline per [[servers]] table (xferbench/config/baselines.py): every cell's name → its table's baseline;
+    # empty when `baseline` is every cell's.
+    baselines: dict[str, str] = field(default_factory=dict)
 
     @property
     def load_hosts(self) -> tuple[str, ...]:
@@ -306,6 +309,15 @@ class Experiment:
     @property
     def aa_cell(self) -> str | None:
         return self.baseline + AA_SUFFIX if self.aa else None
+
+    def baseline_of(self, name: str) -> str:
+        """The baseline the cell `name` is judged against (and runs beside, in a duet)."""
+        return self.baselines.get(name, self.baseline)
+
+    @property
+    def baseline_cells(self) -> set[str]:
+        """Every cell that is some cell's baseline."""
+        return set(self.baselines.values()) or {self.baseline}
 
     def cell(self, name: str) -> Cell:
         for c in self.cells:
@@ -325,7 +337,7 @@ class Experiment:
 
     def estimated_seconds(self, per_run_overhead_s: float = 2.5) -> float:
         """Duets run each other cell beside the baseline: one unit per non-baseline cell a round."""
-        cells = [c for c in self.cells if c.name != self.baseline] if self.duet else self.cells
+        cells = [c for c in self.cells if c.name not in self.baseline_cells] if self.duet else self.cells
         return sum(self.warmup_s + c.load.duration_s + per_run_overhead_s for c in cells) * self.repeats
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from xferbench.config import hosts as hosts_table
 from xferbench.config import userload
+from xferbench.config.baselines import Baselines, parse_baselines
 from xferbench.config.cells import _group_cells
 from xferbench.config.cpus import _pinning
 from xferbench.config.files import resolve
@@ -84,26 +85,23 @@ def _parse(data: dict[str, Any], default_name: str, folder: Path) -> Experiment:
     pinning = _pinning(_table(data.get("pinning", {}), "pinning"))
     network = _network(_table(data["network"], "network")) if "network" in data else None
     hosts = hosts_table.parse_hosts(_table(data.get("hosts", {}), "hosts"), folder)
-    cells, aliases = _cells(data.get("servers"), base, folder)
+    tables, aliases = _cells(data.get("servers"), base, folder)
+    cells = [c for t in tables for c in t]
     hosts_table.check_cells(hosts, base, cells, network=network is not None, backend=meta.backend,
                             profile=meta.profile, soak="soak" in data)
-    baseline = meta_tab.get("baseline", cells[0].name)
-    names = {c.name for c in cells}
-    if isinstance(baseline, str) and baseline not in names:
-        baseline = aliases.get(baseline, baseline)  # spelled by the checked values: "gomemlimit=25165824"
-    if baseline not in names:
-        raise ExperimentError(
-            f"experiment.baseline = {baseline!r}: expected one of the cells: " + ", ".join(c.name for c in cells)
-        )
+    baselines = parse_baselines(meta_tab.get("baseline"), tables, aliases)
+    baseline = baselines.first
     soak = _soak(_table(data["soak"], "soak")) if "soak" in data else None
     _check_combinations(meta, cells, soak_table="soak" in data)
     duet = meta.duet
     if soak is not None and duet is None:
         duet = False  # a soak judges each run alone: a partner would only add load to the shared CPUs
-    duet = _duet(duet, cells, meta.aa, pinning)
+    duet = _duet(duet, cells, meta.aa, pinning, baselines)
+    of = baselines.of
     if meta.aa:
         i = next(i for i, c in enumerate(cells) if c.name == baseline)
         cells.insert(i + 1, replace(cells[i], name=baseline + AA_SUFFIX))
+        of = {**of, baseline + AA_SUFFIX: baseline} if of else of
     return Experiment(
         meta.name,
         meta.description,
@@ -121,6 +119,7 @@ def _parse(data: dict[str, Any], default_name: str, folder: Path) -> Experiment:
         profile=meta.profile,
         backend=meta.backend,
         hosts=hosts,
+        baselines=of,
     )
 
 
@@ -162,26 +161,26 @@ def _switches(meta: dict[str, Any], checked: _Meta) -> _Meta:
     return replace(checked, aa=aa, alpha=float(alpha), profile=profile, duet=duet)
 
 
-def _cells(groups: Any, base: Load, folder: Path) -> tuple[list[Cell], dict[str, str]]:
+def _cells(groups: Any, base: Load, folder: Path) -> tuple[list[list[Cell]], dict[str, str]]:
     """Every [[servers]] group's cells, their names unique across groups, and the names their checked values
     would spell → the cell's name, where that is one cell's (xferbench/config/cells.py)."""
     if not isinstance(groups, list) or not groups:
         raise ExperimentError("servers: required; expected one or more [[servers]] tables")
-    cells: list[Cell] = []
+    tables: list[list[Cell]] = []
     spelled: dict[str, list[str]] = {}
     for gi, group in enumerate(groups):
         group_cells, aliases = _group_cells(_table(group, f"servers[{gi}]"), f"servers[{gi}]", base, folder)
-        cells += group_cells
+        tables.append(group_cells)
         for alias, name in aliases:
             spelled.setdefault(alias, []).append(name)
     seen: set[str] = set()
-    for c in cells:
+    for c in (c for t in tables for c in t):
         if c.name in seen:
             raise ExperimentError(
                 f"servers: two cells are both named {c.name!r}; give the groups different labels or name templates"
             )
         seen.add(c.name)
-    return cells, {alias: names[0] for alias, names in spelled.items() if len(names) == 1}
+    return tables, {alias: names[0] for alias, names in spelled.items() if len(names) == 1}
 
 
 def _check_combinations(meta: _Meta, cells: list[Cell], soak_table: bool) -> None:
@@ -225,16 +224,24 @@ def _check_combinations(meta: _Meta, cells: list[Cell], soak_table: bool) -> Non
         )
 
 
-def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning) -> bool:
+def _duet(asked: bool | None, cells: list[Cell], aa: bool, pinning: Pinning, baselines: Baselines) -> bool:
     """Duets measure ratios far more steadily (BENCHMARKS.md: half the A/A interval here), but only
     make sense for a fixed offered load: in a closed loop the two servers would race for the CPU, and a
-    capacity search moves each cell's rate on its own."""
+    capacity search moves each cell's rate on its own. A baseline per table runs only beside its table's cells,
+    so a table of its baseline alone would never run."""
     modes = {c.load.mode for c in cells}
     pair = len(cells) >= 2 or aa
+    mates = list(baselines.of.values())
+    alone = [b for b in dict.fromkeys(mates) if mates.count(b) == 1 and not (aa and b == baselines.first)]
     if asked is None:
-        return pair and all(c.load.offered for c in cells) and pinning.mode != "none"
+        return pair and not alone and all(c.load.offered for c in cells) and pinning.mode != "none"
     if asked and not pair:
         raise ExperimentError("experiment.duet = true: needs a second cell (or aa = true) to run beside the baseline")
+    if asked and alone:
+        raise ExperimentError(
+            f"experiment.duet = true: the baseline {alone[0]!r} is its table's only cell, so no duet would run it; "
+            "set duet = false"
+        )
     if asked and "capacity" in modes:
         raise ExperimentError(
             'experiment.duet = true: a capacity search (load.mode = "capacity") runs each cell alone; set duet = false'

@@ -68,7 +68,7 @@ def line(s: Summary, cc: CellCpu) -> str:
     """"allocator 12.3% of server CPU → at most 1.14x end to end from a faster allocator; measured ..."."""
     text = (f"allocator {cc.allocator * 100:.1f}% of server CPU → at most {amdahl_bound(cc.allocator):.2f}x end to "
             "end from a faster allocator")
-    if cc.cell.name != s.baseline:
+    if not s.is_baseline(cc.cell.name):
         text += f"; measured {s.rank_metric} vs baseline: {fmt.comparison(cc.cell.vs_base.get(s.rank_metric))}"
     return text
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xferbench.analysis import stats
+from xferbench.analysis.summary import Summary
 
 # Units whose values print as bare numbers ("0.84", "1,250"): a column of them names its unit in its header.
 BARE_UNITS = ("cores", "req/s")
+
+
+def against(s: Summary, quote: Callable[[str], str] = str) -> str:
+    """What each configuration was judged against: "the baseline X", or "its [[servers]] table's baseline (X, Y)"."""
+    if len(s.baselines) == 1:
+        return f"the baseline {quote(s.baseline)}"
+    return "its [[servers]] table's baseline (" + ", ".join(quote(b) for b in s.baselines) + ")"
 
 
 def value(v: float | None, unit: str) -> str:

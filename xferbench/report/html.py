@@ -29,6 +29,10 @@ code{background:#f5f5f5;padding:0 3px}
 """
 
 
+def _code(name: str) -> str:
+    return f"<code>{h.escape(name)}</code>"
+
+
 def _cls(c: stats.Comparison | None) -> str:
     if c is None:
         return ""
@@ -75,13 +79,13 @@ def _ranking(s: Summary) -> str:
         cmp_ = c.vs_base.get(s.rank_metric)
         vs = (
             "baseline"
-            if c.name == s.baseline
+            if s.is_baseline(c.name)
             else f"<span class='{_cls(cmp_)}'>{h.escape(fmt.comparison(cmp_))}</span>"
         )
         vals = [h.escape(fmt.estimate(c.est[m], BY_NAME[m].unit)) for m in cols]
         row = [
             str(i),
-            f"<code>{h.escape(c.name)}</code>" + (" (baseline)" if c.name == s.baseline else ""),
+            f"<code>{h.escape(c.name)}</code>" + (" (baseline)" if s.is_baseline(c.name) else ""),
             f"{c.n_ok}" + (f' <span class="failed">+{c.n_failed} failed</span>' if c.n_failed else ""),
             vals[0],
             vs,
@@ -125,8 +129,8 @@ def _intro(s: Summary) -> list[str]:
         f"<p class='note'>Started {h.escape(tables.unknown(meta.started_at))} on "
         f"{h.escape(tables.unknown(mach.hostname))} ({tables.unknown(mach.cpus)} CPUs); "
         f"{tables.unknown(meta.repeats)} repeats interleaved; {tables.unknown(meta.warmup_s)} s warm-up discarded; "
-        f"server figures from {h.escape(meta.source)}. Baseline: "
-        f"<code>{h.escape(s.baseline)}</code>.</p>"
+        f"server figures from {h.escape(meta.source)}. Judged against "
+        f"{fmt.against(s, _code)}.</p>"
     )
     if meta.interrupted:
         parts.append("<p class='failed'><b>Interrupted</b>: the sweep was stopped; this is what was measured.</p>")
@@ -138,7 +142,7 @@ def _verdict_section(s: Summary) -> list[str]:
     if soak.is_soak(s):
         return [_soak(s)]
     return [
-        f"<h2>Verdicts: each configuration vs the baseline <code>{h.escape(s.baseline)}</code></h2>",
+        f"<h2>Verdicts: each configuration vs {fmt.against(s, _code)}</h2>",
         "<p class='note'>Ratio = configuration / baseline (geometric mean of the per-round ratios) with its 95% "
         "CI; <span class='better'>better</span> or <span class='worse'>worse</span> only when the Holm-adjusted "
         f"p is below {s.alpha:g} and the change exceeds the metric's noise floor; "

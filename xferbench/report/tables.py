@@ -119,7 +119,7 @@ def header(s: Summary) -> list[tuple[str, str]]:
     n_metrics = len({v.metric for v in s.verdicts})
     verdicts = (
         f"alpha = {s.alpha:g}: better/worse only where the Holm-adjusted p < alpha, Holm's adjustment running over "
-        f"{n} comparisons ({n_cells} configurations x {n_metrics} metrics against the baseline {s.baseline})"
+        f"{n} comparisons ({n_cells} configurations x {n_metrics} metrics against {fmt.against(s)})"
     )
     if not s.verdicts:
         verdicts = f"alpha = {s.alpha:g}; {NO_VERDICTS}"
@@ -235,7 +235,7 @@ def write_csv(s: Summary, path: Path) -> None:
                 else:
                     line += [_n(cmp_.ratio), _n(cmp_.lo), _n(cmp_.hi), cmp_.verdict]
                 if m in RANKED:
-                    p = cmp_.p if cmp_ is not None and c.name != s.baseline else None
+                    p = cmp_.p if cmp_ is not None and not s.is_baseline(c.name) else None
                     line += [_n(p), _n(s.floors.get(m))]
             w.writerow(line)
 
@@ -247,6 +247,10 @@ def _n(v: float | None) -> object:
 def unknown(v: object) -> str:
     """A recorded value, or "?" where an older run did not record it."""
     return "?" if v is None else str(v)
+
+
+def _code(name: str) -> str:
+    return f"`{name}`"
 
 
 def _md(text: str) -> str:
@@ -265,7 +269,7 @@ def _md_intro(s: Summary) -> list[str]:
     out += [
         f"Started {unknown(meta.started_at)}, {unknown(meta.repeats)} repeats interleaved, "
         f"{unknown(meta.warmup_s)} s warm-up discarded, server figures by {meta.source}; "
-        f"machine: {unknown(mach.cpus)} CPUs, {unknown(mach.platform)}; baseline: `{s.baseline}`.",
+        f"machine: {unknown(mach.cpus)} CPUs, {unknown(mach.platform)}; judged against {fmt.against(s, _code)}.",
         "",
     ]
     if meta.interrupted:
@@ -278,7 +282,7 @@ def _md_verdicts(s: Summary) -> list[str]:
     if soak.is_soak(s):
         out = soak_markdown(s)
     else:
-        out = [f"## Verdicts: each configuration vs the baseline `{s.baseline}`", ""]
+        out = [f"## Verdicts: each configuration vs {fmt.against(s, _code)}", ""]
     if s.table:  # never in a soak
         out.append("| " + " | ".join(VERDICT_HEAD) + " |")
         out.append("|---|---|" + "---:|" * 2 + "---|" + "---:|" * 2)
@@ -311,7 +315,7 @@ def _md_ranking(s: Summary) -> list[str]:
     for i, c in enumerate(s.ranked(), 1):
         runs = f"{c.n_ok}" + (f" ({c.n_failed} failed)" if c.n_failed else "")
         vals = [fmt.estimate(c.est[m], BY_NAME[m].unit) for m in cols]
-        vs = "baseline" if c.name == s.baseline else fmt.comparison(c.vs_base.get(s.rank_metric))
+        vs = "baseline" if s.is_baseline(c.name) else fmt.comparison(c.vs_base.get(s.rank_metric))
         row = [str(i), f"`{c.name}`", runs, vals[0], vs, *vals[1:]] + ([capacity_text(s, c)] if cap else [])
         out.append("| " + " | ".join(row) + " |")
     out.append("")

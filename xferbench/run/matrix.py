@@ -3,12 +3,13 @@ spreads over every cell instead of landing on whichever ran last, and each round
 order, so that no cell always runs first or always follows the same neighbour (Abedi & Brecht, ICPE 2017).
 The shuffle is seeded: the same experiment runs in the same order every time, and the seed is recorded.
 
-In duet mode (`[experiment] duet = true`) a round is one duet per non-baseline cell: that cell and the
-baseline run at the same time, under the same offered load, on the same CPU sets, so whatever the machine
-does to one it does to the other (Bulej et al., "Duet Benchmarking", 2020). Both runs of a duet carry the
-same `pair` key; the statistics pair each cell with the baseline run of the same key. The baseline takes
-the duet's first place in odd rounds and the second in even ones, so that what a place does to its run
-(started first or second, which ports) cancels out over pairs of rounds instead of favouring one side.
+In duet mode (`[experiment] duet = true`) a round is one duet per non-baseline cell: that cell and its
+baseline (the experiment's, or its [[servers]] table's) run at the same time, under the same offered load, on
+the same CPU sets, so whatever the machine does to one it does to the other (Bulej et al., "Duet
+Benchmarking", 2020). Both runs of a duet carry the same `pair` key; the statistics pair each cell with the
+baseline run of the same key. The baseline takes the duet's first place in odd rounds and the second in even
+ones, so that what a place does to its run (started first or second, which ports) cancels out over pairs of
+rounds instead of favouring one side.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ def round_units(exp: Experiment, repeat: int, first_order: int = 0, seed: int = 
             units.append([Run(order, repeat, c, f"r{repeat}")])
             order += 1
         return units
-    base = exp.cell(exp.baseline)
-    others = [c for c in exp.cells if c.name != exp.baseline]
+    others = [c for c in exp.cells if c.name not in exp.baseline_cells]
     rng.shuffle(others)
     for c in others:
+        base = exp.cell(exp.baseline_of(c.name))
         pair = f"r{repeat}/{c.name}"
         # A duet's two places are not quite equal (the first starts first, its generator takes the first free
         # ports; an A/A duet's second-place generator used 6% more CPU), so they alternate between rounds.

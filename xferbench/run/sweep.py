@@ -187,6 +187,7 @@ def _meta(exp: Experiment, source: MetricsSource) -> RunMeta:
         repeats=exp.repeats,
         warmup_s=exp.warmup_s,
         baseline=exp.baseline,
+        baselines=exp.baselines or None,
         aa_cell=exp.aa_cell,
         duet=exp.duet,
         alpha=exp.alpha,
