@@ -7,10 +7,10 @@ network namespaces on a bridge of their own, sharing this filesystem, so this ch
 - it refuses, naming the host, one that does not answer ssh (an address of the lab's subnet where nothing is) and
   one whose Python lacks the project's load code, and `xferbench run` then starts nothing; a host gone when the
   sweep ends has its end clock recorded as missing, with ssh's reason;
-- a --quick run of xferd-go here with Locust's workers on two lab hosts: both hosts' workers served requests (their
-  own scrapes), each host has its own figures (this machine as the server's), the report says where everything
-  ran, and no worker is left on any lab host afterwards, neither after the run nor after its runner was killed with
-  SIGKILL.
+- a --quick run of xferd-go here over TLS with Locust's workers on two lab hosts: both hosts' workers served
+  requests (their own scrapes), each call a handshake, each host has its own figures (this machine as the
+  server's), the report says where everything ran, and no worker is left on any lab host afterwards, neither after
+  the run nor after its runner was killed with SIGKILL.
 
 The module has one lab of its own, hk<worker>a on 10.78.<100 + worker>, brought up once and always torn down. Needs
 root with the capabilities of network namespaces; the servers must be built (`make build`)."""
@@ -133,16 +133,19 @@ def _rows(run_dir: Path) -> list[dict[str, object]]:
 
 @pytest.mark.slow  # a whole run across lab hosts (see test_remote_server.py)
 def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path) -> None:
-    """xferd-go here, listening on the lab's bridge; Locust's master here, a worker on each of two lab hosts."""
+    """xferd-go here, listening on the lab's bridge over TLS; Locust's master here, a worker on each of two lab
+    hosts, each call a new connection and so a handshake, checked against the run's CA by the name the certificate
+    gives this machine's lab address."""
     path = experiment(lab, tmp_path, two_hosts(lab), 'hosts = ["gen1", "gen2"]\nusers = 4\nrate = "40"\n'
-                      'mix = "echo:1"\n')
+                      'mix = "echo:1"\ntls = "on"\nconnections = "call"\n')
     out = tmp_path / "run"
     r = xferbench_run(str(path), "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     (row,) = _rows(out)
     assert row["status"] == "ok", row
     ready = row["ready"]
-    assert isinstance(ready, dict) and ready["grpc"].startswith(f"{lab.addr(0)}:"), ready
+    assert isinstance(ready, dict) and ready["tls_grpc"].startswith(f"{lab.addr(0)}:"), ready
+    assert row["client_failures"] == 0 and 0.5 < row["tls_handshakes_per_s"] / row["client_qps"] < 1.5, row
     assert ready["metrics"].startswith("127.0.0.1:"), ready  # only the runner reads it
     hosts = row["load_hosts"]
     assert isinstance(hosts, dict) and sorted(hosts) == ["gen1", "gen2"], hosts
@@ -151,7 +154,7 @@ def test_a_quick_run_with_its_workers_on_two_lab_hosts(lab: Lab, tmp_path: Path)
         assert h["address"] == lab.addr(i) and h["processes"] == 1, h
         assert h["client_qps"] > 0 and h["client_requests"] > 0, h  # scraped at the worker, on its host
         assert h["gen_cpu_cores"] > 0 and h["cpus_idle_cores"] is not None and h["saturated"] in (True, False), h
-        assert (out / "logs" / f"go_grpc.r1.locust.{name}.log").exists()
+        assert (out / "logs" / f"go_grpc_tls=on.r1.locust.{name}.log").exists()
     assert row["client_qps"] == pytest.approx(hosts["gen1"]["client_qps"] + hosts["gen2"]["client_qps"], rel=0.05)
     own = row["hosts"]  # each host's own figures (tests/run/test_host_figures.py has their sums)
     assert list(own) == ["this machine", "gen1", "gen2"] and own["this machine"]["roles"] == ["server", "master",

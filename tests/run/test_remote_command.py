@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lab import Lab, experiment, two_hosts_up
+from tests.support.lab import Lab, app_and_gen, experiment, two_hosts_up
 from tests.support.runs import ROOT, xferbench_run
 from xferbench import config as xe
 from xferbench.run import hostcheck, remoteserver
@@ -37,10 +37,6 @@ pytestmark = pytest.mark.slow
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with two_hosts_up("rc", 83, tmp_path_factory) as lab:
         yield lab
-
-
-def hosts(lab: Lab) -> str:
-    return f'[hosts.app]\nssh = "{lab.host(1)}"\n[hosts.gen]\nssh = "{lab.host(2)}"\n'
 
 
 LOAD = 'users = 2\nrate = "20"\nmix = "upload:1,download:1,echo:2"\nsizes = "64KiB"\nchunk = "16KiB"\n' \
@@ -64,7 +60,7 @@ def rows(run_dir: Path) -> list[dict[str, object]]:
 
 
 def test_a_quick_run_of_a_command_on_a_lab_host(lab: Lab, tmp_path: Path) -> None:
-    path = experiment(lab, tmp_path, hosts(lab), LOAD, BY_LOG + "\n[[servers]]\n" + BY_PORT)
+    path = experiment(lab, tmp_path, app_and_gen(lab), LOAD, BY_LOG + "\n[[servers]]\n" + BY_PORT)
     out = tmp_path / "run"
     r = xferbench_run(str(path), "--out", str(out), timeout=400)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -101,7 +97,7 @@ def test_a_quick_run_of_a_command_on_a_lab_host(lab: Lab, tmp_path: Path) -> Non
 def test_the_host_check_refuses_a_program_the_host_lacks_or_cannot_preload(program: str, extra: str, said: str,
                                                                             lab: Lab, tmp_path: Path) -> None:
     entry = command("missing", '{ port = "{port}" }', extra, program)
-    exp = xe.load_file(experiment(lab, tmp_path, hosts(lab), 'transport = "frame"\n', entry))
+    exp = xe.load_file(experiment(lab, tmp_path, app_and_gen(lab), 'transport = "frame"\n', entry))
     with pytest.raises(hostcheck.HostCheckError) as e:
         hostcheck.check(exp)
     assert str(e.value).startswith(f"app ({lab.host(1)}): {said}"), e.value
@@ -113,7 +109,7 @@ def test_a_program_that_drops_the_preload_fails_its_start_naming_it(lab: Lab, tm
     server is once ready does not map it."""
     entry = command("dropped", '{ port = "{port}" }', 'alloc = "jemalloc"\n', "/usr/bin/env",
                     f'"-u", "LD_PRELOAD", "{XFERD_C}", ')
-    exp = xe.load_file(experiment(lab, tmp_path, hosts(lab), 'transport = "frame"\n', entry))
+    exp = xe.load_file(experiment(lab, tmp_path, app_and_gen(lab), 'transport = "frame"\n', entry))
     placement = hostcheck.check(exp)
     address = next(h.address for h in placement.hosts if h.name == "app")
     assert address == lab.addr(1)

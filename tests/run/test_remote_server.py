@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lab import Lab, experiment, two_hosts_up
+from tests.support.lab import Lab, app_and_gen, experiment, two_hosts_up
 from tests.support.runs import ROOT, xferbench_run
 from xferbench import config as xe
 from xferbench.run import hostcheck, remoteserver
@@ -45,10 +45,6 @@ pytestmark = pytest.mark.slow
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with two_hosts_up("rs", 79, tmp_path_factory) as lab:
         yield lab
-
-def hosts(lab: Lab) -> str:
-    return f'[hosts.app]\nssh = "{lab.host(1)}"\n[hosts.gen]\nssh = "{lab.host(2)}"\n'
-
 
 LOAD = 'hosts = ["gen"]\nprocesses = 1\nusers = 2\nrate = "20"\nmix = "upload:1,download:1,echo:2"\n' \
        'sizes = "1MiB"\nchunk = "256KiB"\ntransport = "frame"\n'
@@ -70,7 +66,7 @@ def ssh(lab: Lab, i: int, command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_quick_run_with_the_server_on_a_lab_host(lab: Lab, tmp_path: Path) -> None:
-    path = experiment(lab, tmp_path, hosts(lab), LOAD, c_on_app())
+    path = experiment(lab, tmp_path, app_and_gen(lab), LOAD, c_on_app())
     text = path.read_text().replace("repeats = 1", "repeats = 2")
     path.write_text(text)
     out = tmp_path / "run"
@@ -105,7 +101,7 @@ def xferd_c_pids(lab: Lab) -> list[int]:
 
 
 def test_a_server_killed_mid_run_fails_its_cell_naming_the_host(lab: Lab, tmp_path: Path) -> None:
-    path = experiment(lab, tmp_path, hosts(lab), LOAD + "duration_s = 8\n", c_on_app())
+    path = experiment(lab, tmp_path, app_and_gen(lab), LOAD + "duration_s = 8\n", c_on_app())
     out = tmp_path / "run"
     runner = subprocess.Popen([sys.executable, "-m", "xferbench", "run", str(path), "--out", str(out)], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -143,7 +139,7 @@ def test_a_binary_the_host_lacks_is_copied_checked_and_removed(lab: Lab, tmp_pat
     r = ssh(lab, 1, f"mount -t tmpfs tmpfs {folder} && echo other > {binary} && chmod +x {binary}")
     assert r.returncode == 0, r.stderr
     try:
-        exp = xe.load_file(experiment(lab, tmp_path, hosts(lab), 'transport = "frame"\n', c_on_app(str(binary))))
+        exp = xe.load_file(experiment(lab, tmp_path, app_and_gen(lab), 'transport = "frame"\n', c_on_app(str(binary))))
         placement = hostcheck.check(exp)
         address = next(h.address for h in placement.hosts if h.name == "app")
         assert address == lab.addr(1)
@@ -178,7 +174,7 @@ def test_the_server_hosts_sshd_gone_fails_its_cells_naming_the_host(lab: Lab, tm
     """Last of the lab's tests: host 1 answers ssh no more afterwards. Its sshd killed mid-run (the listener and the
     session's own): the session ends, the watch ends the server, the cell fails saying so; the next cell cannot
     start its server there, and says why."""
-    path = experiment(lab, tmp_path, hosts(lab), LOAD + "duration_s = 8\n", c_on_app())
+    path = experiment(lab, tmp_path, app_and_gen(lab), LOAD + "duration_s = 8\n", c_on_app())
     out = tmp_path / "run"
     runner = subprocess.Popen([sys.executable, "-m", "xferbench", "run", str(path), "--out", str(out)], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

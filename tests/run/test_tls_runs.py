@@ -65,9 +65,17 @@ def test_tls_cells_of_both_servers_carry_handshake_figures_and_plaintext_none(tm
     text = HEAD + (
         '[[servers]]\nserver = "xferd-c"\n[servers.load]\ntransport = "frame"\ntls = ["off", "on"]\n'
         '[[servers]]\nserver = "xferd-go"\n[servers.load]\ntransport = "grpc"\ntls = ["on", "on-resume"]\n'
+        # A server whose handshakes the runner cannot read (no `metrics` given): the client's count stands in.
+        f'[[servers]]\nserver = "command"\nlabel = "quiet"\ncommand = ["{BIN}/xferd-go", "--grpc-addr", "127.0.0.1:0", '
+        '"--frame-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--tls-frame-addr", "127.0.0.1:{port}", '
+        '"--tls-cert", "{cert}", "--tls-key", "{key}"]\n[servers.load]\ntransport = "frame"\ntls = "on"\n'
     )
     rows = _rows(tmp_path, text)
-    assert set(rows) == {"c/frame/tls=off", "c/frame/tls=on", "go/grpc/tls=on", "go/grpc/tls=on-resume"}
+    assert set(rows) == {"c/frame/tls=off", "c/frame/tls=on", "go/grpc/tls=on", "go/grpc/tls=on-resume",
+                         "quiet/frame/tls=on"}
+    assert [rows[n].tls_counted_by for n in ("c/frame/tls=on", "go/grpc/tls=on")] == ["server", "server"]
+    assert rows["quiet/frame/tls=on"].tls_counted_by == "client"
+    _handshaken(rows["quiet/frame/tls=on"])
     on, go, off = rows["c/frame/tls=on"], rows["go/grpc/tls=on"], rows["c/frame/tls=off"]
     assert on.ready and on.ready["tls_frame"] and on.ready["tls_tickets"] == "off"
     assert go.ready and go.ready["tls_grpc"] and "tls_frame" not in go.ready

@@ -84,6 +84,11 @@ def two_hosts_up(prefix: str, second_octet: int, tmp_path_factory: pytest.TempPa
         assert down.returncode == 0, f"scripts/lab.sh down: {down.stdout}{down.stderr}"
 
 
+def app_and_gen(lab: Lab) -> str:
+    """[hosts] of a server host "app" (the lab's first) and a load host "gen" (its second)."""
+    return f'[hosts.app]\nssh = "{lab.host(1)}"\n[hosts.gen]\nssh = "{lab.host(2)}"\n'
+
+
 def experiment(lab: Lab, tmp_path: Path, hosts: str, load: str = "", servers: str = 'server = "xferd-go"\n') -> Path:
     """An experiment file in a folder beside the lab's, its ssh_config given relative to it (as every path of an
     experiment is read); `hosts` the [hosts.*] tables (their ssh_config added), `load` the [load] keys."""

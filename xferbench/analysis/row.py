@@ -138,8 +138,9 @@ class RunRow:
     reconnects_per_s: float | None = None  # the client's xfer_client_reconnects_total rate
     time_wait_peak: int | None = None  # TIME_WAIT sockets on the server's port, peak of the per-second samples
     # --- the measured window: TLS, a cell with load.tls (xferbench/measure/figures.py tls_figures); None without
-    tls_handshakes_per_s: float | None = None  # the server's xfer_tls_handshakes_total rate
+    tls_handshakes_per_s: float | None = None  # the server's xfer_tls_handshakes_total rate, else the client's count
     tls_resumed_share: float | None = None  # of those handshakes, the share that resumed a session
+    tls_counted_by: str | None = None  # whose count those two are: "server" or "client"
     server_cpu_per_handshake_s: float | None = None  # server CPU cores over handshakes per second
     tls_bytes_per_conn: float | None = None  # xferd-c: xfer_tls_allocated_bytes over xfer_tls_connections (means)
 
@@ -310,6 +311,7 @@ class Figures(TypedDict, total=False):
     # --- the measured window: TLS
     tls_handshakes_per_s: float | None
     tls_resumed_share: float | None
+    tls_counted_by: str | None
     server_cpu_per_handshake_s: float | None
     tls_bytes_per_conn: float | None
     # --- the measured window: the server's process tree

@@ -8,7 +8,7 @@ below is computed by one piece of code whichever source was used. The row's figu
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from xferbench.analysis.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
@@ -286,25 +286,28 @@ def connection_figures(client: list[Snapshot], server: list[Snapshot], time_wait
     return out
 
 
-def tls_figures(server: list[Snapshot], cost: Figures) -> Figures:
-    """A TLS load's figures over the window's server snapshots: handshakes completed per second
-    (xfer_tls_handshakes_total), the share of them that resumed a session (xfer_tls_resumed_handshakes_total), the
-    server's CPU per handshake (its cores over that rate: `cost`'s server_cpu_cores, the whole tree's) and the bytes
-    its TLS library holds per open TLS connection (xferd-c's xfer_tls_allocated_bytes over xfer_tls_connections, both
-    means, where at least one connection was open on average: the process's RSS over a connection per call said
-    nothing of a connection). Each None where its divisor is 0 or it is not exported (a plaintext cell, xferd-go,
-    whose Go heap keeps no such count, a command's own series)."""
+def tls_figures(server: list[Snapshot], client: list[Snapshot], cost: Figures) -> Figures:
+    """A TLS load's figures over the window's snapshots: handshakes completed per second and the share of them that
+    resumed a session, by the server's count (xfer_tls_handshakes_total, xfer_tls_resumed_handshakes_total) where it
+    keeps one, else by the client's (xfer_client_tls_handshakes_total: a server nobody here wrote, which exports no
+    such series; grpcio does not tell whether it resumed, so over gRPC the share stays None); `tls_counted_by` says
+    which. Then the server's CPU per handshake (its cores over that rate: `cost`'s server_cpu_cores, the whole
+    tree's) and the bytes its TLS library holds per open TLS connection (xferd-c's xfer_tls_allocated_bytes over
+    xfer_tls_connections, both means, where at least one connection was open on average: the process's RSS over a
+    connection per call said nothing of a connection). Each None where its divisor is 0 or nobody counts it."""
     out: Figures = {"tls_handshakes_per_s": None, "tls_resumed_share": None, "server_cpu_per_handshake_s": None,
-                    "tls_bytes_per_conn": None}
-    if len(server) < 2:
-        return out
-    a, b = server[0], server[-1]
-    done = counter_delta(a.sum("xfer_tls_handshakes_total"), b.sum("xfer_tls_handshakes_total"))
-    rate = _rate(a, b, "xfer_tls_handshakes_total")
-    out["tls_handshakes_per_s"] = rate
-    if done:
-        resumed = counter_delta(a.sum("xfer_tls_resumed_handshakes_total"), b.sum("xfer_tls_resumed_handshakes_total"))
-        out["tls_resumed_share"] = resumed / done if resumed is not None else None
+                    "tls_bytes_per_conn": None, "tls_counted_by": None}
+    if len(server) >= 2 and server[-1].sum("xfer_tls_handshakes_total") is not None:
+        out.update(_handshakes(server, "xfer_tls_handshakes_total", "server",
+                               lambda s: s.sum("xfer_tls_resumed_handshakes_total")))
+    elif len(client) >= 2 and client[-1].sum("xfer_client_tls_handshakes_total") is not None:
+        def resumed(s: Snapshot) -> float | None:
+            if s.sum("xfer_client_tls_handshakes_total", lambda d: d.get("resumed") == "unknown"):
+                return None  # some handshakes' outcome is unknown (gRPC): no share
+            return s.sum("xfer_client_tls_handshakes_total", lambda d: d.get("resumed") == "true") or 0.0
+
+        out.update(_handshakes(client, "xfer_client_tls_handshakes_total", "client", resumed))
+    rate = out["tls_handshakes_per_s"]
     cores = cost.get("server_cpu_cores")
     if rate and cores is not None:
         out["server_cpu_per_handshake_s"] = cores / rate
@@ -312,6 +315,17 @@ def tls_figures(server: list[Snapshot], cost: Figures) -> Figures:
     held = _mean(_series(server, "xfer_tls_allocated_bytes"))
     if conns is not None and conns >= 1 and held is not None:
         out["tls_bytes_per_conn"] = held / conns
+    return out
+
+
+def _handshakes(win: list[Snapshot], name: str, side: str, resumed: Callable[[Snapshot], float | None]) -> Figures:
+    """Handshakes per second over the window by the counter `name`, and the share `resumed` counts of them."""
+    a, b = win[0], win[-1]
+    done = counter_delta(a.sum(name), b.sum(name))
+    out: Figures = {"tls_handshakes_per_s": _rate(a, b, name), "tls_counted_by": side}
+    ra, rb = resumed(a), resumed(b)
+    if done and ra is not None and rb is not None:
+        out["tls_resumed_share"] = (counter_delta(ra, rb) or 0.0) / done
     return out
 
 

@@ -249,7 +249,7 @@ def _phase_figures(live: Live, phase: Phase, search_step: bool) -> Figures:
     out.update(cost)
     out.update(figures.connection_figures(win_c, figures.window(srv_whole, t_a, t_b), phase.time_wait))
     if live.run.cell.load.tls != "off":
-        out.update(figures.tls_figures(figures.window(srv_whole, t_a, t_b), out))
+        out.update(figures.tls_figures(figures.window(srv_whole, t_a, t_b), win_c, out))
     if live.watch is not None and not search_step:
         out.update(live.watch.window(srv_whole, phase.t0, t_a, t_b))
     if live.shadow is not None:
