@@ -117,11 +117,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("reconnects_per_s", "client reconnects/s", "/s", "lower", "compared", "rate"),
     Metric("time_wait_peak", "TIME_WAIT peak", "", "lower", "compared", "peak"),
     # A cell with load.tls (xferbench/config/tls.py): the server's handshakes, what they cost, what a TLS connection
-    # holds; None in a plaintext cell
-    Metric("tls_handshakes_per_s", "TLS handshakes/s", "/s", "lower", "compared", "rate"),
-    Metric("tls_resumed_share", "TLS handshakes resumed", "", "higher", "compared", "per-unit"),
-    Metric("server_cpu_per_handshake_s", "server CPU per TLS handshake", "s", "lower", "compared", "per-unit"),
-    Metric("tls_bytes_per_conn", "TLS library bytes per open connection", "B", "lower", "compared", "mean"),
+    # holds; None in a plaintext cell. Columns, so that every TLS run's ranking shows them.
+    Metric("tls_handshakes_per_s", "TLS handshakes/s", "/s", "lower", "compared", "rate", short="hs/s", column=True),
+    Metric("tls_resumed_share", "TLS handshakes resumed", "", "higher", "compared", "per-unit", short="resumed",
+           column=True),
+    Metric("server_cpu_per_handshake_s", "server CPU per TLS handshake", "s", "lower", "compared", "per-unit",
+           short="CPU/hs", column=True, bar=True),
+    Metric("tls_bytes_per_conn", "TLS library bytes per open connection", "B", "lower", "compared", "mean",
+           short="TLS B/conn", column=True),
     # The server's process tree in /proc (xferbench/measure/tree.py): what any server is measured by
     Metric("procs_peak", "processes peak", "", "lower", "compared", "peak"),
     Metric("proc_threads_peak", "threads peak", "", "lower", "compared", "peak"),
