@@ -16,7 +16,7 @@ APT_PACKAGES=(
   prometheus
   linux-perf
   etcd-server memcached nginx
-  iperf3
+  iperf3 socat  # make bench's loopback ceilings: TCP (iperf3), TLS (socat's OPENSSL address)
   openssh-server  # the sshd of each host of scripts/lab.sh's lab (network namespaces on this machine)
 )
 # Debian's packages that start (and enable) a system service on a fixed port; tests and experiments start

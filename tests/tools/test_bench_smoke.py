@@ -41,6 +41,8 @@ def test_smoke_appends_one_whole_record(tmp_path: Path) -> None:
     names = [f["name"] for f in rec["figures"]]
     assert len(names) == len(set(names)) and len(names) >= 5, names
     assert any(n.startswith("lab frame upload ") and n.endswith("/ iperf3 (lab path)") for n in names), names
+    # The tls case's smoke figure: a frame server's TLS uploads over socat's, named by the suite it negotiated.
+    assert any(n.startswith("tls frame upload ") and "/ socat (TLS_" in n for n in names), names
     # The lab case's hosts are gone with the sitting.
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert not [line for line in netns.splitlines() if line.startswith(lab.NAME)], netns

@@ -321,12 +321,3 @@ def _pool(ctx: Ctx, r: int) -> None:
         finally:
             srv.stop()
     ctx.add(f"{POOL_SERVER} cpu/call upload pool off / on", cpu["off"] / cpu["on"], better="lower")
-
-
-CASES: dict[str, Callable[[Ctx, int], None]] = {
-    "frame": frame,
-    "grpc": grpc,
-    "generators": generators,
-    "allocators": allocators,
-    "lab": lab,
-}

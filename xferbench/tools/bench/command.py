@@ -9,14 +9,16 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from xferbench.config.files import ROOT
-from xferbench.tools.bench import compare, render, tools, verdicts
-from xferbench.tools.bench.cases import CASES, Ctx
+from xferbench.tools.bench import cases as base
+from xferbench.tools.bench import compare, render, tlscase, tools, verdicts
+from xferbench.tools.bench.cases import Ctx
 from xferbench.tools.bench.record import (
     BUSY_LOAD,
     HISTORY,
@@ -34,6 +36,15 @@ from xferbench.tools.bench.record import (
 )
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+# Every case by its --cases name, in the order a round runs them: cases.py's, and the TLS one of tlscase.py.
+CASES: dict[str, Callable[[Ctx, int], None]] = {
+    "frame": base.frame,
+    "grpc": base.grpc,
+    "generators": base.generators,
+    "allocators": base.allocators,
+    "lab": base.lab,
+    "tls": tlscase.tls_case,
+}
 SMOKE_CASES = tuple(CASES)  # every case, each cut to a subset of its figures (Ctx.smoke)
 
 

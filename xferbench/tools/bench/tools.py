@@ -7,7 +7,10 @@ import base64
 import json
 import os
 import shutil
+import socket
+import ssl
 import subprocess
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from typing import Any
 
 from xferbench.config import servers
 from xferbench.config.files import ROOT
+from xferbench.config.tls import ClientTLS
 from xferbench.measure import procfs, tree
 from xferbench.measure.cgroup import Cgroup
 from xferbench.run import process
@@ -27,10 +31,11 @@ GHZ = BIN / "ghz"
 XFERLOAD = BIN / "xferload"
 GRPCXFER = BIN / "grpcxfer"
 LOCUST = ROOT / ".venv" / "bin" / "locust"
-PROTO = ("--insecure", "--proto", str(ROOT / "proto/xfer/v1/file_transfer.proto"), "--import-paths", str(ROOT / "proto"))
+PROTO = ("--proto", str(ROOT / "proto/xfer/v1/file_transfer.proto"), "--import-paths", str(ROOT / "proto"))
 GRPC_FILE_MIB = 8  # the gRPC upload: header, 8 chunks of 1 MiB, trailer
 TCP_LISTEN = 0x0A  # include/net/tcp_states.h
 SLACK_S = 30.0  # beyond its own window, what a client may take before it is killed
+SOCAT_BUF = 1 << 20  # the TLS anchor's read and SSL_write size: a frame chunk's
 
 
 class BenchError(RuntimeError):
@@ -65,7 +70,7 @@ LOOPBACK = Route()
 def missing() -> list[str]:
     """The tools the cases need that are not there (`make build` brings them all)."""
     bins = [GHZ, XFERLOAD, GRPCXFER, LOCUST, *(Path(s.default_binary()) for s in servers.SERVERS.values())]
-    return [str(b) for b in bins if not b.exists()] + ([] if shutil.which("iperf3") else ["iperf3"])
+    return [str(b) for b in bins if not b.exists()] + [t for t in ("iperf3", "socat", "openssl") if not shutil.which(t)]
 
 
 def cpu_seconds(srv: process.Server) -> float:
@@ -82,8 +87,7 @@ def start(name: str, *args: str, route: Route = LOOPBACK) -> process.Server:
     its transports listen at the route's address."""
     spec = servers.get(name)
     argv = route.server([spec.default_binary(), *spec.port0_at(route.address), *args])
-    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word,
-                          own_cgroup=True)
+    return process.Server(name, argv, env=dict(os.environ), cpus=SERVER_CPUS, ready_word=spec.ready_word, own_cgroup=True)
 
 
 def client(argv: Sequence[str], window_s: float, cwd: Path = ROOT, route: Route = LOOPBACK) -> str:
@@ -193,10 +197,12 @@ def ghz_inputs(tmp: Path) -> None:
             f.write(_VarintBytes(len(b)) + b)
 
 
-def ghz(addr: str, window_s: float, *args: str) -> float:
-    """Calls per second that ended OK in one ghz run. ghz -z cuts off the calls in flight at the end
-    (Canceled / Unavailable, about one per worker); anything else is a broken run."""
-    out = client([str(GHZ), *PROTO, "--format", "json", "-z", f"{window_s:g}s", *args, addr], window_s)
+def ghz(addr: str, window_s: float, *args: str, tls: ClientTLS | None = None) -> float:
+    """Calls per second that ended OK in one ghz run, in plaintext or over TLS with `tls`'s CA and name. ghz -z
+    cuts off the calls in flight at the end (Canceled / Unavailable, about one per worker); anything else is a
+    broken run."""
+    security = ("--cacert", str(tls.ca), "--cname", tls.server_name) if tls else ("--insecure",)
+    out = client([str(GHZ), *PROTO, *security, "--format", "json", "-z", f"{window_s:g}s", *args, addr], window_s)
     r = json.loads(out[out.index("{") :])
     codes = r.get("statusCodeDistribution", {})
     bad = {k: v for k, v in codes.items() if k not in ("OK", "Canceled", "Unavailable")}
@@ -230,3 +236,103 @@ def locust(target: str, window_s: float, *args: str) -> float:
         if len(words) > 3 and words[0] == "operations":
             return float(words[3])
     raise BenchError(f"no Locust summary: {out[-800:]}")
+
+
+@dataclass(frozen=True)
+class Bulk:
+    """One bulk TLS run of the anchor: its rate, and the cores each side used meanwhile (/proc's ticks: enough to
+    see which side is the ceiling)."""
+
+    mb_per_s: float  # 10^6 B/s of plaintext delivered
+    sender_cores: float
+    receiver_cores: float
+
+
+def negotiated(addr: str, tls: ClientTLS) -> str:
+    """The cipher suite a TLS listener chooses, by one handshake of Python's ssl (OpenSSL). Go's client (xferload,
+    ghz) and OpenSSL's offer the same three TLS 1.3 suites and the servers choose among them by their own order
+    (xferd-c prefers the server's, as does Go's server for a client that puts AES-GCM first): the same suite as
+    the load gets, which a Go client checked against both servers when this was written."""
+    host, port = addr.rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(tls.ca))
+    try:
+        with (
+            socket.create_connection((host, int(port)), timeout=10) as raw,
+            ctx.wrap_socket(raw, server_hostname=tls.server_name) as s,
+        ):
+            found = s.cipher()
+    except OSError as e:  # ssl.SSLError is one
+        raise BenchError(f"TLS handshake with {addr}: {e}") from None
+    if found is None or found[1] != "TLSv1.3":
+        raise BenchError(f"{addr} negotiated {found}, not TLS 1.3: the anchor speaks TLS 1.3 only")
+    return found[0]
+
+
+def tls_bulk(window_s: float, cert: Path, key: Path, tls: ClientTLS, suite: str, tmp: Path) -> Bulk:
+    """Bulk TLS 1.3 over loopback with one cipher suite: socat reading /dev/zero and SSL_writing it into one
+    connection, its peer SSL_reading into /dev/null, on the server and generator CPUs as a case's server and
+    client. What it measures is the floor of moving bytes through TLS: OpenSSL's record layer and AES-GCM (the
+    library xferd-c uses) and loopback TCP, with no protocol, no framing and no store. The sender's core is the
+    ceiling (about 1.0 core against the receiver's 0.7 when this was written: on loopback the sender also pays
+    the receiver's TCP work, as with iperf3); its reads are no limit (16 KiB and SOCAT_BUF gave the same rate:
+    OpenSSL cuts any write into 16 KiB records), unlike openssl s_client's interactive stdin loop. socat 1.7 has
+    no option for TLS 1.3 suites: an OpenSSL config file of its own (OPENSSL_CONF) sets it, and the receiver's
+    log says which suite the handshake chose, checked. The rate is the plaintext the receiver wrote to
+    /dev/null over window_s, from its first byte."""
+    conf = tmp / f"openssl-{suite}.cnf"
+    conf.write_text(
+        "openssl_conf = conf\n[conf]\nssl_conf = ssl\n[ssl]\nsystem_default = tls\n"
+        f"[tls]\nMinProtocol = TLSv1.3\nCiphersuites = {suite}\n"
+    )
+    env = {**os.environ, "OPENSSL_CONF": str(conf)}
+    port = process.free_port()
+    buf = ("-b", str(SOCAT_BUF))
+    listen = f"OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,cert={cert},key={key},verify=0"
+    log = tmp / "socat-receiver.log"
+    with open(log, "wb") as err:
+        rx = process.spawn(
+            ["socat", "-d", "-d", "-u", *buf, listen, "OPEN:/dev/null"], env=env, stderr=err, cpus=SERVER_CPUS
+        )
+    tx: subprocess.Popen[bytes] | None = None
+    try:
+        process.wait_until(lambda: _listening(port, rx.pid), rx, "socat OPENSSL-LISTEN", 10.0)
+        tx = process.spawn(
+            ["socat", "-u", *buf, "OPEN:/dev/zero", f"OPENSSL:127.0.0.1:{port},cafile={tls.ca}"],
+            env=env,
+            stderr=subprocess.DEVNULL,
+            cpus=GEN_CPUS,
+        )
+        process.wait_until(lambda: _delivered(rx.pid, log) > 0, rx, "socat's first TLS bytes", 10.0)
+        w0, c0, t0 = _delivered(rx.pid, log), _cores_s(rx.pid, tx.pid), time.monotonic()
+        time.sleep(window_s)  # the measured window itself
+        w1, c1, t1 = _delivered(rx.pid, log), _cores_s(rx.pid, tx.pid), time.monotonic()
+        if tx.poll() is not None:
+            raise BenchError(f"socat's TLS sender exited {tx.returncode} within the window")
+    finally:
+        if tx is not None:
+            process.stop(tx, grace_s=2)
+        process.stop(rx, grace_s=2)
+    said = log.read_text(errors="replace")
+    if f"SSL connection using {suite}" not in said:
+        raise BenchError(f"socat's handshake did not use {suite}: {said[-600:]}")
+    dt = t1 - t0
+    return Bulk((w1 - w0) / dt / 1e6, (c1[1] - c0[1]) / dt, (c1[0] - c0[0]) / dt)
+
+
+def _delivered(pid: int, log: Path) -> int:
+    """Bytes the receiving socat has written to /dev/null so far: all it passed to write(2) (/proc/PID/io
+    wchar) less its log's."""
+    try:
+        with open(f"/proc/{pid}/io", encoding="ascii") as f:
+            wchar = next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
+        return wchar - log.stat().st_size
+    except (OSError, StopIteration):
+        raise BenchError(f"socat (process {pid}): no /proc/{pid}/io to read") from None
+
+
+def _cores_s(*pids: int) -> tuple[float, ...]:
+    """CPU seconds of each process so far."""
+    got = tuple(procfs.cpu_seconds(p) for p in pids)
+    if any(c is None for c in got):
+        raise BenchError(f"socat gone mid-window (processes {pids})")
+    return tuple(c or 0.0 for c in got)
