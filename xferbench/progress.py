@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -146,7 +147,8 @@ def final_table(s: Summary) -> Group:
         if label != "Method":  # summary.md and report.html carry the method
             parts.append(Text.assemble((f"{label}: ", "bold"), text))
     if s.table:
-        v = Table(title=f"verdicts: each configuration vs {fmt.against(s)}", show_lines=False)
+        # escaped: "[[servers]]" would read as rich's markup
+        v = Table(title=escape(f"verdicts: each configuration vs {fmt.against(s)}"), show_lines=False)
         for i, col in enumerate(tables.VERDICT_HEAD):
             v.add_column(col, justify="left" if i in (0, 1, 4) else "right", no_wrap=i == 0)
         for verdict in s.table:

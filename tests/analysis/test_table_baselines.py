@@ -4,8 +4,12 @@ says what each configuration was judged against (xferbench/analysis/summary.py).
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from rich.console import Console
+
+from xferbench import progress
 from xferbench.analysis import stats, summary
 from xferbench.analysis.row import RunRow
 from xferbench.analysis.runmeta import RunMeta
@@ -68,3 +72,9 @@ def test_reports_name_each_tables_baseline() -> None:
     md = tables.markdown(s)
     assert "## Verdicts: each configuration vs its [[servers]] table's baseline (`echo/a`, `bulk/a`)" in md
     assert md.count("| baseline |") == 2, md  # both baselines marked in the ranking
+
+
+def test_the_terminals_verdict_title_keeps_the_tables_brackets() -> None:
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(progress.final_table(summary.summarize(_meta(BASES), _rows())))
+    assert "vs its [[servers]] table's baseline (echo/a, bulk/a)" in console.export_text()
