@@ -94,7 +94,9 @@ class Workers:
         return merged
 
     def all_final(self) -> bool:
-        return bool(self.run) and self.final >= set(self.run)
+        """Every worker has sent its run's last report: those that reported during the run, and those that said
+        hello (a run shorter than Locust's report interval has no reports before the last ones)."""
+        return bool(self.run) and self.final >= set(self.run) | set(self.urls)
 
     def busiest_cpu_cores(self) -> float:
         """The highest CPU of one worker over its run, in cores."""

@@ -71,8 +71,12 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_kw: Any) -> N
         _fail_start(str(e))
     if role == "worker":
         runner.register_message("xfer_share", _on_share)
+        # Its /metrics URL at once, not with its first stats report (Locust's, every 3 s): whoever scrapes the
+        # workers waits for the master to list them all, and on starved CPUs a short run could end first.
+        runner.send_message("xfer_hello", {"metrics_url": xfer.metrics_url})
     if role == "master":
         runner.register_message("xfer_final", _on_final)
+        runner.register_message("xfer_hello", _on_hello)
     if web_ui is not None:
         web_ui.app.before_request(refuse_bad_swarm)
 
@@ -168,6 +172,10 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> No
 def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     if "xfer" in data:
         current().workers.on_report(client_id, data["xfer"])
+
+
+def _on_hello(environment: Any, msg: Any, **_kw: Any) -> None:
+    current().workers.on_report(msg.node_id, msg.data)  # its metrics_url
 
 
 def _on_final(environment: Any, msg: Any, **_kw: Any) -> None:

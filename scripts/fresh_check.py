@@ -83,10 +83,6 @@ PERF = "perf_event_open (not permitted without CAP_PERFMON)"
 PTRACE = "reading /proc/PID/maps of a worker of another user (nginx's www-data), which needs CAP_SYS_PTRACE"
 GIT = "a git checkout (the tar holds the files, not the repository) for the bench record's commit"
 PID1 = "a machine whose init adopts orphans (in here the check's own shell is PID 1)"
-# Not a capability: a local Locust cluster (a master and two workers) in --quick's five-second window, on this
-# container's starved CPUs, ran its whole load before the runner saw both workers listed, once. Found, not fixed:
-# the runner waits for the metrics port and the listed workers, and a master that has finished lists none.
-SLOW_CLUSTER = "time: a local Locust cluster's workers listed within --quick's window, on the container's starved CPUs"
 NOT_IN_A_CONTAINER = {
     **{f"tests/run/containers/test_{name}.py": ENGINE
        for name in ("backend", "cleanup", "command_container", "engine", "engine_stats", "images", "orphans")},
@@ -98,7 +94,6 @@ NOT_IN_A_CONTAINER = {
     "tests/run/test_host_figures.py": NET_ADMIN,
     "tests/run/containers/test_remote_engine.py": NET_ADMIN,
     "tests/measure/test_process_tree.py": CGROUP,
-    "tests/run/test_run_prometheus.py": SLOW_CLUSTER,
     "tests/run/test_until_ci_summary.py": CGROUP,
     # its A/A floor on CPU per request: the /proc fallback's 10 ms ticks widened it to ±47% once (its bound is ±40%)
     "tests/run/test_fidelity.py::test_aa_calls_no_difference_within_a_bounded_floor": CGROUP,
