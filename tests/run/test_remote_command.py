@@ -7,7 +7,9 @@ against a lab of real sshds on this machine (scripts/lab.sh), real xferd-c run a
   preload found in its maps there, the placement recorded, and nothing left on any host;
 - the host check refuses a program the host lacks (by path, and by name on its PATH) and a Go program given an
   allocator (read there), each in one line naming the host, the cell and the path;
-- a program that drops the preload before it runs (`env -u LD_PRELOAD`) fails its start naming the allocator.
+- a program that drops the preload before it runs (`env -u LD_PRELOAD`) fails its start naming the allocator;
+- a Go command's GOGC is read back from the host's /proc/PID/environ (`go_env`), and a wrapper that drops it fails
+  the start naming the process.
 
 The module has one lab of its own, rc<worker>a on 10.83.<100 + worker>, brought up once and always torn down.
 Needs root with the capabilities of network namespaces; the servers must be built (`make build`)."""
@@ -117,4 +119,33 @@ def test_a_program_that_drops_the_preload_fails_its_start_naming_it(lab: Lab, tm
         remoteserver.start(exp.cells[0], exp.hosts["app"], address, tmp_path / "server.log")
     assert f"app ({lab.host(1)}): alloc = 'jemalloc': libjemalloc.so.2 is not mapped by the server" in str(e.value), \
         e.value
+    lab.wait_nothing_left(20)
+
+
+def _go_on_app(lab: Lab, tmp_path: Path, wrapper: str = "") -> remoteserver.RemoteServer:
+    """xferd-go as a command on app with gogc = 200 (GOGC in its environment), through `wrapper`'s arguments to
+    /usr/bin/env when given."""
+    go = BIN / "xferd-go"
+    program, args = ("/usr/bin/env", f'{wrapper}"{go}", "--grpc-addr={{addr}}:0", ') if wrapper else \
+        (str(go), '"--grpc-addr={addr}:0", ')
+    entry = command("go", '{ port = "{port}" }', "gogc = 200\n", program, args)
+    exp = xe.load_file(experiment(lab, tmp_path, app_and_gen(lab), 'transport = "frame"\n', entry))
+    if not wrapper:  # the host check refuses GOGC for a program that is not Go's, as env is: started past it
+        assert next(h.address for h in hostcheck.check(exp).hosts if h.name == "app") == lab.addr(1)
+    return remoteserver.start(exp.cells[0], exp.hosts["app"], lab.addr(1), tmp_path / "server.log")
+
+
+def test_a_commands_go_settings_are_read_back_on_its_host(lab: Lab, tmp_path: Path) -> None:
+    """GOGC read from the host's /proc/PID/environ of every process once ready; a wrapper that drops it (`env -u
+    GOGC`) fails the start naming the process and what it found."""
+    server = _go_on_app(lab, tmp_path)
+    try:
+        assert server.ready["go_env"] == "GOGC=200" and int(server.ready["procs_checked"]) >= 1, server.ready
+    finally:
+        server.stop()
+    with pytest.raises(ServerStartError) as e:
+        _go_on_app(lab, tmp_path, wrapper='"-u", "GOGC", ')
+    said = str(e.value)
+    assert said.startswith(f"app ({lab.host(1)}): process ") and "does not have the Go settings it was started " \
+        "with: GOGC=None in /proc/" in said and "GOGC='200' expected" in said, said
     lab.wait_nothing_left(20)

@@ -7,9 +7,10 @@ only, like the Locust workers' watch (remote_watch.py), with the text of xferben
   session's stderr: the runner reads the ready line and keeps the log there), and says {"pid": PID} on stdout.
 - It answers each line of stdin on stdout, one JSON object each: "stat" with the server tree's figures from this
   host's /proc (the leader and its live descendants: CPU seconds with the children they reaped, RSS, threads,
-  descriptors, context switches, page faults, processes), and the host's own counters (`host`: hoststat.sample());
-  "maps" with the shared objects each process maps (the allocator preload's check); "stop GRACE" ends the server:
-  SIGTERM to its group, SIGKILL GRACE seconds later.
+  descriptors, context switches, page faults, processes and their pids), and the host's own counters (`host`:
+  hoststat.sample()); "maps" with the shared objects each process maps (the allocator preload's check);
+  "env KEY..." with each process's value of each KEY in its /proc/PID/environ, null where unset (the Go settings'
+  check); "stop GRACE" ends the server: SIGTERM to its group, SIGKILL GRACE seconds later.
 - EOF on stdin (the runner closed it, or the ssh session died), SIGTERM, SIGHUP or SIGINT end the server's group
   the same way, with a grace of KILL_AFTER_S.
 - When the server exits it says {"exit": STATUS} (negative: the signal that ended it, as Popen says) and exits.
@@ -97,7 +98,7 @@ def figures(root: int) -> dict[str, Any]:
         ctx += switches(pid)
         nfds += fds(pid)
     return {"cpu_s": cpu, "rss_bytes": rss, "threads": threads, "ctx_switches": ctx, "page_faults": faults,
-            "fds": nfds, "procs": procs}
+            "fds": nfds, "procs": procs, "pids": sorted(tree(root))}
 
 
 def maps(root: int) -> dict[str, list[str]]:
@@ -110,6 +111,20 @@ def maps(root: int) -> dict[str, list[str]]:
         except OSError:
             continue
         out[str(pid)] = sorted(libs)
+    return out
+
+
+def environ(root: int, keys: list[str]) -> dict[str, dict[str, str | None]]:
+    """Each process's value of each of `keys` in its environment (None where unset)."""
+    out: dict[str, dict[str, str | None]] = {}
+    for pid in tree(root):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                pairs = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        env = dict(p.split("=", 1) for p in pairs if "=" in p)
+        out[str(pid)] = {k: env.get(k) for k in keys}
     return out
 
 
@@ -140,6 +155,8 @@ class Watch:
                 say({**figures(self.proc.pid), "host": sample()})
             elif word == ["maps"]:
                 say({"maps": maps(self.proc.pid)})
+            elif word[:1] == ["env"]:
+                say({"env": environ(self.proc.pid, word[1:])})
             elif word[:1] == ["stop"]:
                 self.end(float(word[1]) if len(word) > 1 else KILL_AFTER_S)
         self.end()

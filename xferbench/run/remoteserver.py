@@ -14,9 +14,10 @@ command server (`server = "command"`), one class for both; what differs is made 
 - **Ready** at its ready line, read from the session's stderr (the log here); a command at its ready condition: a
   line of that output matching, or from here a TCP connection accepted at the host's address, or an HTTP 2xx.
 - **Measured** by the watch: each tick's "stat" is the /proc tree of the server on that host (tree.py's ProcTree,
-  read there) and the host's own counters (xferbench/measure/hoststat.py: the run's `hosts` figures), and the
-  allocator its `alloc` asks for is checked in that host's /proc/PID/maps of each of its processes once ready. No
-  cgroup is made on the host.
+  read there) and the host's own counters (xferbench/measure/hoststat.py: the run's `hosts` figures). The
+  allocator its `alloc` asks for is checked in that host's /proc/PID/maps of each of its processes, and a
+  command's Go settings in their /proc/PID/environ, once ready and again whenever a process appears (a server that
+  forks its workers after it listens). No cgroup is made on the host.
 - **Stopped** with SIGTERM then SIGKILL (the watch's "stop GRACE"), its exit status the watch's; as a backstop, a
   remote pkill of the watch's marker and a kill of every process whose environment carries it.
 """
@@ -44,6 +45,7 @@ from xferbench.config.command import ALLOC_LIBS
 from xferbench.measure import hoststat, tree
 from xferbench.run import commandserver, process, programs, remote, remote_server_watch
 from xferbench.run.commandserver import CHECK_EVERY_S, ReadyCheck
+from xferbench.run.live import CellFailed
 from xferbench.run.process import READY_TIMEOUT_S, STOP_GRACE_S, TAIL_LINES, ServerStartError, parse_ready_line, spawn
 
 # Sent as text: the host needs a Python, not xferbench (xferbench/run/remote_server_watch.py).
@@ -181,6 +183,8 @@ def read_tree(server: RemoteServer) -> tree.Sample | None:
     t = (t0 + time.time()) / 2  # this machine's clock: the windows are cut by it
     if got and isinstance(got.get("host"), dict):
         server.host_sample = {**got["host"], "at": t}
+    if got and isinstance(got.get("pids"), list):
+        server.pids = {str(p) for p in got["pids"]}
     if not got or not got.get("procs"):
         return None
     return tree.Sample(t, float(got["cpu_s"]), int(got["rss_bytes"]), int(got["threads"]), int(got["ctx_switches"]),
@@ -202,6 +206,12 @@ class RemoteServer:
         self.exit_code: int | None = None
         # The host's own counters at the last tick (hoststat.sample(), "at" this machine's time): the run's `hosts`.
         self.host_sample: dict[str, Any] | None = None
+        self.pids: set[str] = set()  # the server's processes at the last tick, as the watch listed them
+        self._checked: set[str] = set()  # the processes the last check of the tree covered
+        self._alloc = cell.flags.get("alloc")
+        # A command's Go settings are its environment's (a registry server takes its own as flags).
+        self._go_env = ({v: cell.flags[k] for k, v in command.GO_ENV.items() if k in cell.flags}
+                        if isinstance(cell.kind, command.Command) else {})
         self._pid: int | None = None
         self._answers: queue.Queue[dict[str, Any]] = queue.Queue()
         self._asking = threading.Lock()
@@ -229,7 +239,7 @@ class RemoteServer:
                                         else READY_TIMEOUT_S)
         try:
             self._wait_ready(timeout_s)
-            self._check_alloc(cell.flags.get("alloc"))
+            self._check_tree()
         except BaseException:
             self.stop(grace_s=1.0)
             raise
@@ -307,6 +317,33 @@ class RemoteServer:
             return f"printed no ready line within {timeout_s:.0f}s"
         return f"was not ready within {timeout_s:g}s: no {self.plan.check.condition()}"
 
+    def _check_tree(self) -> None:
+        """The allocator and the Go settings in every process of the server on its host (read there, by the
+        watch); raises ServerStartError naming the first process without them."""
+        self._check_alloc(self._alloc)
+        self._check_go_env(self._go_env)
+
+    def _check_go_env(self, go_env: dict[str, str]) -> None:
+        """The Go settings the command was started with, in the environment of every process of the server."""
+        if not go_env:
+            return
+        got = self.ask("env " + " ".join(sorted(go_env)))
+        envs: dict[str, dict[str, str | None]] = got.get("env", {}) if got else {}
+        if not envs:
+            raise ServerStartError(f"{self.host.describe()}: the Go settings: no /proc/PID/environ of the server "
+                                   f"could be read on {self.host.name}", list(self.tail))
+        for pid, env in sorted(envs.items()):
+            wrong = {k: env.get(k) for k, v in go_env.items() if env.get(k) != v}
+            if wrong:
+                raise ServerStartError(
+                    f"{self.host.describe()}: process {pid} of the server does not have the Go settings it was started "
+                    f"with: {', '.join(f'{k}={v!r}' for k, v in wrong.items())} in /proc/{pid}/environ on "
+                    f"{self.host.name}, {', '.join(f'{k}={go_env[k]!r}' for k in wrong)} expected (did a wrapper "
+                    "clear its environment?)", list(self.tail))
+        self.ready["go_env"] = " ".join(f"{k}={v}" for k, v in sorted(go_env.items()))
+        self._checked |= set(envs)
+        self.ready["procs_checked"] = str(len(self._checked))
+
     def _check_alloc(self, alloc: str | None) -> None:
         """The allocator `alloc` asks for, mapped by every process of the server on its host (read there, by the
         watch)."""
@@ -322,6 +359,8 @@ class RemoteServer:
                                    f"not mapped by the server ({who} /proc/PID/maps on {self.host.name}): the program "
                                    "did not load it", list(self.tail))
         self.ready["alloc_lib"] = lib
+        self._checked |= set(mapped)
+        self.ready["procs_checked"] = str(len(self._checked))
 
     def ask(self, what: str) -> dict[str, Any] | None:
         """The watch's answer to one line ("stat", "maps"), or None (the session gone, or no answer in time)."""
@@ -371,7 +410,15 @@ class RemoteServer:
         return True
 
     def sample(self) -> None:
-        """Its figures are read by its tree, each tick."""
+        """Its figures are read by its tree, each tick; a process that appeared since the last check is checked as
+        at ready (raises CellFailed naming one without the preload or the Go settings)."""
+        if not (self._alloc or self._go_env) or self.pids <= self._checked:
+            return
+        try:
+            self._check_tree()
+        except ServerStartError as e:
+            raise CellFailed(str(e), list(self.tail)) from None
+        self._checked |= self.pids
 
     def row_figures(self) -> Figures:
         return {}
