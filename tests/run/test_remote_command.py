@@ -9,7 +9,7 @@ against a lab of real sshds on this machine (scripts/lab.sh), real xferd-c run a
   allocator (read there), each in one line naming the host, the cell and the path;
 - a program that drops the preload before it runs (`env -u LD_PRELOAD`) fails its start naming the allocator;
 - a Go command's GOGC is read back from the host's /proc/PID/environ (`go_env`), and a wrapper that drops it fails
-  the start naming the process.
+  the start naming the process; a process forked after ready without the preload fails the cell at the next tick.
 
 The module has one lab of its own, rc<worker>a on 10.83.<100 + worker>, brought up once and always torn down.
 Needs root with the capabilities of network namespaces; the servers must be built (`make build`)."""
@@ -17,6 +17,7 @@ Needs root with the capabilities of network namespaces; the servers must be buil
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.support.lab import Lab, app_and_gen, experiment, two_hosts_up
 from tests.support.runs import ROOT, xferbench_run
 from xferbench import config as xe
 from xferbench.run import hostcheck, remoteserver
+from xferbench.run.live import CellFailed
 from xferbench.run.process import ServerStartError
 
 BIN = ROOT / "build" / "bin"
@@ -148,4 +150,27 @@ def test_a_commands_go_settings_are_read_back_on_its_host(lab: Lab, tmp_path: Pa
     said = str(e.value)
     assert said.startswith(f"app ({lab.host(1)}): process ") and "does not have the Go settings it was started " \
         "with: GOGC=None in /proc/" in said and "GOGC='200' expected" in said, said
+    lab.wait_nothing_left(20)
+
+
+def test_a_process_forked_after_ready_without_the_preload_fails_the_cell(lab: Lab, tmp_path: Path) -> None:
+    """A shell that starts xferd-c (ready by its port, jemalloc mapped) and, a moment later, a child run without
+    the preload: the tick after it appears names it (as nginx's workers are checked here)."""
+    script = (f'{XFERD_C} --alloc jemalloc --frame-addr={{addr}}:{{port}} --metrics-addr={{addr}}:{{metrics_port}} & '
+              'sleep 1; env -u LD_PRELOAD sleep 60 & wait')
+    entry = (f'server = "command"\nhost = "app"\nlabel = "late"\ncommand = ["/bin/sh", "-c", "{script}"]\n'
+             'ready = { port = "{port}" }\nalloc = "jemalloc"\n[servers.env]\nXFERD_C_PRELOADED = "jemalloc"\n')
+    exp = xe.load_file(experiment(lab, tmp_path, app_and_gen(lab), 'transport = "frame"\n', entry))
+    server = remoteserver.start(exp.cells[0], exp.hosts["app"], lab.addr(1), tmp_path / "server.log")
+    try:
+        deadline = time.monotonic() + 20
+        with pytest.raises(CellFailed) as e:
+            while time.monotonic() < deadline:  # the runner's ticks: the tree read, then the check
+                remoteserver.read_tree(server)
+                server.sample()
+                time.sleep(0.2)
+        assert "alloc = 'jemalloc': libjemalloc.so.2 is not mapped by the server (its process " in str(e.value), \
+            e.value
+    finally:
+        server.stop()
     lab.wait_nothing_left(20)
