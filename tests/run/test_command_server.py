@@ -186,3 +186,13 @@ def test_a_static_program_is_refused_an_allocator(tmp_path: Path) -> None:
     entry = f'[[servers]]\nserver = "command"\ncommand = ["{tmp_path / "s"}", "{{port}}"]\nalloc = "mimalloc"\n'
     with pytest.raises(xe.ExperimentError, match="is statically linked: LD_PRELOAD cannot replace its malloc"):
         _parse(entry)
+
+
+def test_a_process_without_its_go_settings_is_named_with_what_it_has() -> None:
+    """The one message of both checks, here and on another host (xferbench/run/remoteserver.py)."""
+    go = {"GOGC": "200", "GOMEMLIMIT": "64MiB"}
+    assert commandserver.go_env_error(7, "", {"GOGC": "200", "GOMEMLIMIT": "64MiB"}, go) is None
+    said = commandserver.go_env_error(7, "(/usr/bin/etcd) ", {"GOGC": "200", "GOMEMLIMIT": None}, go, " on app")
+    assert said == ("process 7 (/usr/bin/etcd) of the server does not have the Go settings it was started with: "
+                    "GOMEMLIMIT=None in /proc/7/environ on app, GOMEMLIMIT='64MiB' expected (did a wrapper clear its "
+                    "environment?)"), said

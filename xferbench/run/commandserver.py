@@ -301,17 +301,23 @@ def checked_tree(pids: Sequence[int], alloc: str | None, go_env: dict[str, str])
             out["alloc"], out["alloc_lib"] = alloc, lib
         if go_env:
             env = procfs.environ(pid)
-            wrong = {k: (env or {}).get(k) for k, v in go_env.items() if (env or {}).get(k) != v}
-            if wrong and env is not None:
-                raise ServerStartError(
-                    f"process {pid} ({procfs.exe(pid)}) of the server does not have the Go settings it was started "
-                    f"with: {', '.join(f'{k}={v!r}' for k, v in wrong.items())} in /proc/{pid}/environ, "
-                    f"{', '.join(f'{k}={go_env[k]!r}' for k in wrong)} expected (did a wrapper clear its environment?)",
-                    [],
-                )
+            if env is not None and (why := go_env_error(pid, f"({procfs.exe(pid)}) ", env, go_env)):
+                raise ServerStartError(why, [])
             out["go_env"] = " ".join(f"{k}={v}" for k, v in sorted(go_env.items()))
     out["procs_checked"] = str(checked)
     return out
+
+
+def go_env_error(pid: int | str, what: str, env: Mapping[str, str | None], go_env: dict[str, str],
+                 where: str = "") -> str | None:
+    """Why the process `pid` (`what` it is, "" or "(/usr/bin/foo) "), whose environment is `env`, lacks the Go
+    settings `go_env` it was started with; None when it has them. `where`: " on HOST" for another host's /proc."""
+    wrong = {k: env.get(k) for k, v in go_env.items() if env.get(k) != v}
+    if not wrong:
+        return None
+    return (f"process {pid} {what}of the server does not have the Go settings it was started with: "
+            f"{', '.join(f'{k}={v!r}' for k, v in wrong.items())} in /proc/{pid}/environ{where}, "
+            f"{', '.join(f'{k}={go_env[k]!r}' for k in wrong)} expected (did a wrapper clear its environment?)")
 
 
 def mapped_allocator(pid: int, alloc: str) -> str | None:

@@ -333,13 +333,8 @@ class RemoteServer:
             raise ServerStartError(f"{self.host.describe()}: the Go settings: no /proc/PID/environ of the server "
                                    f"could be read on {self.host.name}", list(self.tail))
         for pid, env in sorted(envs.items()):
-            wrong = {k: env.get(k) for k, v in go_env.items() if env.get(k) != v}
-            if wrong:
-                raise ServerStartError(
-                    f"{self.host.describe()}: process {pid} of the server does not have the Go settings it was started "
-                    f"with: {', '.join(f'{k}={v!r}' for k, v in wrong.items())} in /proc/{pid}/environ on "
-                    f"{self.host.name}, {', '.join(f'{k}={go_env[k]!r}' for k in wrong)} expected (did a wrapper "
-                    "clear its environment?)", list(self.tail))
+            if why := commandserver.go_env_error(pid, "", env, go_env, f" on {self.host.name}"):
+                raise ServerStartError(f"{self.host.describe()}: {why}", list(self.tail))
         self.ready["go_env"] = " ".join(f"{k}={v}" for k, v in sorted(go_env.items()))
         self._checked |= set(envs)
         self.ready["procs_checked"] = str(len(self._checked))
