@@ -62,6 +62,7 @@ class Workers:
     run: dict[str, Snapshot] = field(default_factory=dict)  # the current run's, as of the last report
     run_wall: dict[str, float] = field(default_factory=dict)
     final: set[str] = field(default_factory=set)  # workers whose run has stopped and reported
+    foreign: set[str] = field(default_factory=set)  # workers whose reports carry no xfer figures: not loadgen
     run_number: int = 0
 
     def new_run(self, number: int) -> None:
@@ -80,6 +81,10 @@ class Workers:
             self.run_wall[worker] = data.get("run_wall_s", 0.0)
             if data.get("final"):
                 self.final.add(worker)
+
+    def silent(self, workers: list[str]) -> list[str]:
+        """Those of `workers` that have neither said hello nor shown they run another locustfile."""
+        return [w for w in workers if w not in self.urls and w not in self.foreign]
 
     def cluster_total(self) -> Snapshot:
         merged = Snapshot()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import gevent
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import generate_latest
 
@@ -24,6 +26,7 @@ log = logging.getLogger("xfer")
 EXIT_BAD_OPTION = 2
 MIX_CLASSES = {"upload": "UploadUser", "download": "DownloadUser", "echo": "EchoUser", "meta": "MetaUser"}
 CALL_CLASS = "CallUser"  # --xfer-call: the one class that runs, whatever --xfer-mix says
+HELLO_WAIT_S = 10.0  # how long a master holds a run for a connected worker that has not said hello
 
 
 def _fail_start(message: str) -> None:
@@ -130,9 +133,29 @@ def _on_test_start(environment: Any, **_kw: Any) -> None:
     if xfer.role == "master":
         xfer.workers.new_run(xfer.clock.number)
         runner = environment.runner
-        workers = len(runner.clients.ready) + len(runner.clients.running) + len(runner.clients.spawning)
-        runner.send_message("xfer_share", {"workers": max(1, workers), "run": xfer.clock.number})
+        workers = [w.id for w in runner.clients.ready + runner.clients.running + runner.clients.spawning]
+        _await_hellos(xfer, workers)
+        runner.send_message("xfer_share", {"workers": max(1, len(workers)), "run": xfer.clock.number})
     xfer.payload()
+
+
+def _await_hellos(xfer: XferProcess, workers: list[str]) -> None:
+    """Holds the run until every connected worker has said hello or shown it runs another locustfile, for at most
+    HELLO_WAIT_S, and names those whose calls xfer's figures will miss.
+
+    Locust counts a worker ready once it connects, before its init event. A worker descheduled between the two
+    (a loaded machine) then reads the master's ack, xfer_share and spawn in one go: xfer_share before its init
+    registers it (lost: the worker takes the whole --xfer-rate), spawn before its process exists (its
+    test_start fails and it serves no metrics). Its hello is the last act of its init."""
+    deadline = time.monotonic() + HELLO_WAIT_S
+    while (silent := xfer.workers.silent(workers)) and time.monotonic() < deadline:
+        gevent.sleep(0.05)  # the master's message loop takes the hellos and reports meanwhile
+    if foreign := [w for w in workers if w in xfer.workers.foreign]:
+        log.warning("%d of %d workers run another locustfile than loadgen/ (their reports carry no xfer figures), "
+                    "so their calls are missing from xfer's figures: %s", len(foreign), len(workers), ", ".join(foreign))
+    if silent:
+        log.warning("%d of %d workers said no hello within %.0f s (still starting?), so they may take this run "
+                    "before loadgen's start-up: %s", len(silent), len(workers), HELLO_WAIT_S, ", ".join(silent))
 
 
 def _on_spawning_complete(user_count: int, **_kw: Any) -> None:
@@ -172,6 +195,8 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> No
 def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     if "xfer" in data:
         current().workers.on_report(client_id, data["xfer"])
+    else:  # every loadgen process adds its figures to each report (_on_report_to_master)
+        current().workers.foreign.add(client_id)
 
 
 def _on_hello(environment: Any, msg: Any, **_kw: Any) -> None:

@@ -19,13 +19,25 @@ import pytest
 
 from loadgen._options import option
 from tests.loadgen.harness import Runs, in_background, runs_for
-from tests.loadgen.support import ROOT, Sample, failed, fetch, free_port, locust_cmd, parse_prom, summary_counts, total
+from tests.loadgen.support import (
+    LOCUST,
+    ROOT,
+    Sample,
+    failed,
+    fetch,
+    free_port,
+    locust_cmd,
+    parse_prom,
+    summary_counts,
+    total,
+)
 from tests.support.servers import running_server
 
 # A worker sends the master its /metrics URL as it starts (loadgen's xfer_hello), not only with its stats reports,
 # every 3 s (Locust's interval): a run shorter than that interval must see both workers listed, as a short run on a
 # starved machine needs (with the reports alone the master listed them 2-3 s into the run).
 MASTER_RUN_S = 2
+FOREIGN = Path(__file__).with_name("foreign_locustfile.py")
 PROCESSES_RUN_S = 2  # counts only: every worker makes its calls within the first second
 COMMON = ["--xfer-sizes", "64KiB,128KiB", "--xfer-chunk", "32KiB", "--xfer-inflight", "4"]
 
@@ -82,22 +94,29 @@ class MasterRun:
     dump: Path  # where each process dumped its metrics at exit
 
 
+def _master(mport: int, metrics_port: int, tmp: Path, *args: str) -> subprocess.Popen[str]:
+    """A headless loadgen master expecting two workers on `mport`."""
+    return subprocess.Popen(
+        locust_cmd("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                   "--master-bind-port", str(mport), "--headless", "--json", "--xfer-metrics-port", str(metrics_port),
+                   "--xfer-metrics-dump", str(tmp), *args),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _worker(mport: int, metrics_port: int, tmp: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
+                   "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp)),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
 def _master_and_two_workers(tmp: Path) -> MasterRun:
     with running_server("xferd-go") as go_server:
         mport, metrics_port = free_port(), free_port()
         master_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        master = subprocess.Popen(
-            locust_cmd("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
-                       "--master-bind-port", str(mport), "--headless", "--host", go_server.target("grpc"),
-                       "-u", "6", "-r", "6", "-t", f"{MASTER_RUN_S}s", "--json",
-                       "--xfer-metrics-port", str(metrics_port),
-                       "--xfer-metrics-dump", str(tmp), "--xfer-check", "failures==0", *COMMON),
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-        workers = [subprocess.Popen(
-            locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
-                       "--xfer-metrics-port", str(metrics_port), "--xfer-metrics-dump", str(tmp)),
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-            for _ in range(2)]
+        master = _master(mport, metrics_port, tmp, "--host", go_server.target("grpc"), "-u", "6", "-r", "6",
+                         "-t", f"{MASTER_RUN_S}s", "--xfer-check", "failures==0", *COMMON)
+        workers = [_worker(mport, metrics_port, tmp) for _ in range(2)]
         procs = [master, *workers]
         try:
             listed = _workers_from_master(master_url, 2, time.monotonic() + 30)
@@ -126,12 +145,49 @@ def test_master_and_two_workers(runs: Runs, request: pytest.FixtureRequest) -> N
     assert total(run.master_info, "xfer_client_info", role="master") == 1
     assert run.returncodes[0] == 0, run.err[-3000:]
     assert run.returncodes[1:] == [0, 0]
+    assert "said no hello" not in run.err  # the master held the run until both had
     _check_counts(run.out, run.dump, 2)
     # The master's own summary of the run: its workers' whole operations (the calls a user has in flight and
     # one more may land between the worker's last report and Locust's final table).
     locust_total = sum(e["num_requests"] for e in json.loads(run.out))
     slack = (int(option("grpc_inflight").default) + 1) * 6
     assert abs(summary_counts(run.err)["operations"] - locust_total) <= slack, (summary_counts(run.err), locust_total)
+
+
+def _master_with_a_foreign_worker(tmp: Path) -> tuple[list[int | None], str, str]:
+    """A master, a loadgen worker and a worker that runs another locustfile (returncodes, master's stderr, the
+    foreign worker's stdout)."""
+    with running_server("xferd-go") as go_server:
+        mport, metrics_port = free_port(), free_port()
+        master = _master(mport, metrics_port, tmp, "--host", go_server.target("grpc"), "-u", "2", "-r", "2",
+                         "-t", "1s", "--xfer-mix", "echo:1")
+        foreign = subprocess.Popen(
+            [LOCUST, "-f", str(FOREIGN), "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+        procs = [master, _worker(mport, metrics_port, tmp), foreign]
+        try:
+            _, err = master.communicate(timeout=60)
+            foreign_out, _ = foreign.communicate(timeout=30)
+            procs[1].wait(timeout=30)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    return [p.returncode for p in procs], err, foreign_out
+
+
+@in_background(_master_with_a_foreign_worker)
+def test_a_worker_running_another_locustfile_is_named_before_the_run(runs: Runs, request: pytest.FixtureRequest) -> None:
+    """Locust counts a worker ready when it connects, before its init: the master holds the run for each worker's
+    hello (the end of loadgen's init), or its first report without xfer figures, which names it as foreign."""
+    returncodes, err, foreign_out = runs[request.node]
+    assert returncodes == [0, 0, 0], err[-3000:]
+    (foreign_id,) = [line.split()[1] for line in foreign_out.splitlines() if line.startswith("foreign-worker-id ")]
+    (warning,) = [line for line in err.splitlines() if "another locustfile" in line]
+    assert "1 of 2 workers" in warning and warning.endswith(f": {foreign_id}"), warning
+    assert "said no hello" not in err  # the master knew the foreign worker at once: it did not wait it out
+    assert summary_counts(err)["operations"] > 0  # the loadgen worker's calls
 
 
 def _processes_two(tmp: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
