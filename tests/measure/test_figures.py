@@ -108,6 +108,17 @@ def test_server_figures_over_window() -> None:
         "gc_pause_per_request_s"]
 
 
+def test_a_counter_born_inside_the_window_counts_from_zero() -> None:
+    """A labelled counter is exported from its first increment: a window that opens before the server's first
+    request has no xfer_requests_total at its start, and its requests are all of the window's."""
+    idle = parse_text("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1\n", t=10.0)
+    busy = parse_text(expo(12.0, 600, 4, {0.001: 600}, 20e6, 3, 2.0), t=12.0)
+    f = figures.server_figures([idle, busy])
+    assert f["server_qps"] == pytest.approx(604 / 2) and f["server_requests"] == 604
+    assert f["server_errors"] == 4 and f["server_cpu_cores"] == pytest.approx(0.5)
+    assert figures.server_figures([busy, idle])["server_qps"] is None  # gone at the end: nothing to count
+
+
 def test_promql_matrix_gives_same_figures() -> None:
     s = snaps()
     # Build what /api/v1/query_range returns for these snapshots (plus Prometheus' own labels).

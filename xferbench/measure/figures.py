@@ -14,7 +14,15 @@ from typing import Any, Literal, TypeVar
 from xferbench.analysis.metrics import GEN_IDLE_MIN_CORES, GEN_SATURATED_CORES
 from xferbench.analysis.row import Figures
 from xferbench.config.series import OURS, Requests, Selector
-from xferbench.measure.scrape import LabelTest, Snapshot, bucket_delta, counter_delta, first_bucket_bound, quantile
+from xferbench.measure.scrape import (
+    LabelTest,
+    Snapshot,
+    bucket_delta,
+    counter_delta,
+    counter_growth,
+    first_bucket_bound,
+    quantile,
+)
 from xferbench.measure.tree import Sample as TreeSample
 from xferbench.measure.tree import Window as TreeWindow
 
@@ -45,7 +53,7 @@ def _op_not_ok(d: dict[str, str]) -> bool:
 
 def _rate(a: Snapshot, b: Snapshot, name: str, pred: LabelTest | None = None) -> float | None:
     dt = b.t - a.t
-    d = counter_delta(a.sum(name, pred), b.sum(name, pred))
+    d = counter_growth(a, b, name, pred)
     if d is None or dt <= 0:
         return None
     return d / dt
@@ -93,12 +101,10 @@ def _client_counts(a: Snapshot, b: Snapshot) -> Figures:
     """Whole operations, failed ones, their rate and failure share between two client snapshots."""
     out: Figures = {}
     dt = b.t - a.t
-    # loadgen exports a method's series from its first completed call: none yet at the window's start is 0
-    # (a window from the load's first second, or 10 MiB transfers slower than the warm-up)
-    ops_b = b.sum("xfer_client_requests_total", _op)
-    req = counter_delta(a.sum("xfer_client_requests_total", _op) or 0.0, ops_b) if ops_b is not None else None
-    fail = counter_delta(a.sum("xfer_client_requests_total", _op_not_ok) or 0.0,
-                         b.sum("xfer_client_requests_total", _op_not_ok) or 0.0)
+    # loadgen exports a method's series from its first completed call (a window from the load's first second,
+    # or 10 MiB transfers slower than the warm-up), counted from 0
+    req = counter_growth(a, b, "xfer_client_requests_total", _op)
+    fail = counter_growth(a, b, "xfer_client_requests_total", _op_not_ok)
     out["client_requests"] = req
     out["client_failures"] = (fail or 0.0) if req is not None else None
     if req is not None and dt > 0:
@@ -172,9 +178,7 @@ def _server_traffic(a: Snapshot, b: Snapshot, cpu: float | None, rq: Requests) -
     ctr = rq.counter
     out["server_qps"] = _rate(a, b, ctr.name, ctr)
     if b.sum(ctr.name, ctr) is not None and rq.errors is not None:
-        out["server_errors"] = counter_delta(
-            a.sum(ctr.name, rq.is_error) or 0.0, b.sum(ctr.name, rq.is_error) or 0.0
-        )
+        out["server_errors"] = counter_growth(a, b, ctr.name, rq.is_error) or 0.0
     if rq.latency is not None:
         out.update(_resolved_quantiles(a, b, rq.latency.name, rq.latency, {"server_p95_s": 0.95, "server_p99_s": 0.99}))
     out["server_cpu_cores"] = cpu / dt if cpu is not None and dt > 0 else None
@@ -188,8 +192,8 @@ def _server_cost(a: Snapshot, b: Snapshot, cpu: float | None, client_requests: f
     # Cost per unit of work: what the server spent, whoever set the pace. It holds when the generator is
     # the bottleneck, and under a fixed offered load it is the figure that differs between configurations.
     out: Figures = {}
-    req = counter_delta(a.sum(ctr.name, ctr), b.sum(ctr.name, ctr))
-    moved = counter_delta(a.sum("xfer_transfer_bytes_total"), b.sum("xfer_transfer_bytes_total"))
+    req = counter_growth(a, b, ctr.name, ctr)
+    moved = counter_growth(a, b, "xfer_transfer_bytes_total")
     out["server_requests"] = req
     if req is None and b.sum(ctr.name, ctr) is None:
         req = client_requests
@@ -206,10 +210,10 @@ def _go_gc(win: list[Snapshot], cpu: float | None, req: float | None) -> Figures
     pauses: float | None = None
     total: float | None = None
     # Go GC: pauses from the summary's count/sum; P99 from the runtime/metrics pause histogram when exported.
-    n = counter_delta(a.sum("go_gc_duration_seconds_count"), b.sum("go_gc_duration_seconds_count"))
+    n = counter_growth(a, b, "go_gc_duration_seconds_count")
     if n is not None:
         pauses = n
-        total = counter_delta(a.sum("go_gc_duration_seconds_sum"), b.sum("go_gc_duration_seconds_sum"))
+        total = counter_growth(a, b, "go_gc_duration_seconds_sum")
     out: Figures = {}
     if b.buckets("go_sched_pauses_total_gc_seconds"):
         out["gc_pause_p99_s"] = _hq(a, b, "go_sched_pauses_total_gc_seconds", 0.99)
@@ -222,9 +226,7 @@ def _go_gc(win: list[Snapshot], cpu: float | None, req: float | None) -> Figures
         out["gc_pause_p99_s"] = max(mx) if mx and n else None  # the summary's max: an upper bound
     out["gc_pauses"] = pauses
     out["gc_pause_total_s"] = total
-    gc_cpu = counter_delta(
-        a.sum("go_cpu_classes_gc_total_cpu_seconds_total"), b.sum("go_cpu_classes_gc_total_cpu_seconds_total")
-    )
+    gc_cpu = counter_growth(a, b, "go_cpu_classes_gc_total_cpu_seconds_total")
     if gc_cpu is not None and cpu:
         out["gc_cpu_share"] = gc_cpu / cpu
     if total is not None and req:
@@ -261,7 +263,7 @@ def server_figures(win: list[Snapshot], whole: list[Snapshot] | None = None,
     if len(win) < 2:
         return out
     a, b = win[0], win[-1]
-    cpu = counter_delta(a.sum("process_cpu_seconds_total"), b.sum("process_cpu_seconds_total"))
+    cpu = counter_growth(a, b, "process_cpu_seconds_total")
     out.update(_server_traffic(a, b, cpu, rq))
     cost, req = _server_cost(a, b, cpu, client_requests, rq.counter)
     out.update(cost)
@@ -321,7 +323,7 @@ def tls_figures(server: list[Snapshot], client: list[Snapshot], cost: Figures) -
 def _handshakes(win: list[Snapshot], name: str, side: str, resumed: Callable[[Snapshot], float | None]) -> Figures:
     """Handshakes per second over the window by the counter `name`, and the share `resumed` counts of them."""
     a, b = win[0], win[-1]
-    done = counter_delta(a.sum(name), b.sum(name))
+    done = counter_growth(a, b, name)
     out: Figures = {"tls_handshakes_per_s": _rate(a, b, name), "tls_counted_by": side}
     ra, rb = resumed(a), resumed(b)
     if done and ra is not None and rb is not None:

@@ -194,6 +194,16 @@ def counter_delta(a: float | None, b: float | None) -> float | None:
     return b if b < a else b - a
 
 
+def counter_growth(a: Snapshot, b: Snapshot, name: str,
+                   pred: Callable[[dict[str, str]], bool] | None = None) -> float | None:
+    """How much counter `name` (its series that satisfy `pred`, summed) grew from scrape `a` to scrape `b`; None
+    when `b` has none of them. A series `a` lacks was born in between and counts from 0: a Prometheus client
+    exports a labelled counter from its first increment, so a window that opens before a server's first request
+    of a kind has no such series at its start (a scrape that failed is no snapshot at all)."""
+    at_b = b.sum(name, pred)
+    return None if at_b is None else counter_delta(a.sum(name, pred) or 0.0, at_b)
+
+
 def values(snaps: Iterable[Snapshot], name: str, pred: Callable[[dict[str, str]], bool] | None = None) -> list[float]:
     out = []
     for s in snaps:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from xferbench.measure import figures
-from xferbench.measure.scrape import Snapshot, counter_delta
+from xferbench.measure.scrape import Snapshot, counter_growth
 
 Tick = tuple[float, float, float]  # wall time, idle and stolen CPU-seconds of the generator's CPUs so far
 
@@ -129,8 +129,8 @@ def average_s(a: Snapshot, b: Snapshot) -> float | None:
     def op(d: dict[str, str]) -> bool:  # a whole operation, as figures counts them
         return d.get("method", "") not in figures.CHUNK_METHODS
 
-    total = counter_delta(a.sum(DURATION + "_sum", op), b.sum(DURATION + "_sum", op))
-    n = counter_delta(a.sum(DURATION + "_count", op), b.sum(DURATION + "_count", op))
+    total = counter_growth(a, b, DURATION + "_sum", op)
+    n = counter_growth(a, b, DURATION + "_count", op)
     return total / n if total is not None and n else None
 
 
