@@ -168,10 +168,12 @@ static xport_hs check_first_byte(conn *c, tls_conn *t) {
         t->saw_first = true;
         return XPORT_HS_DONE;
     }
+    xport_hs failed = hs_failed(t, TLS_FAIL_NOT_TLS); /* counted before the answer: a client that has it and
+                                                        * reads /metrics finds the failure there */
     ssize_t w = send(c->fd, not_tls_frame, not_tls_len, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)w; /* best effort: the connection closes either way */
     net_half_close(c->fd); /* what it sent is dropped, so the close does not reset the answer away */
-    return hs_failed(t, TLS_FAIL_NOT_TLS);
+    return failed;
 }
 
 static xport_hs tls_handshake(conn *c) {
