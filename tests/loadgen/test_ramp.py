@@ -1,11 +1,11 @@
-"""Scripted ramp: 1 -> 20 users over 20 s, 40 s in all, against every (server, transport), verify on.
+"""Scripted ramp: 1 -> 20 users over 15 s, 30 s in all, against every (server, transport), verify on.
 
 Asserts zero failures, calls of every method, every checksum verified, client and server request counts
 agreeing within the in-flight margin (calls cut off when Locust stops its users), and RSS (and for Go,
 GC-pause) series on the server's /metrics, scraped every second during the run. Another, short run with an
 impossible --xfer-check must exit non-zero.
 
-XFER_RAMP_SECONDS shortens the run (the ramp is always the first half).
+XFER_RAMP_SECONDS sets the run's length (the ramp is always the first half).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from tests.loadgen.support import Scraper, failed, parse_prom, run_locust, settled_metrics, total
 from tests.support.servers import RunningServer, running_server, server_transports
 
-RUN_S = int(os.environ.get("XFER_RAMP_SECONDS", "40"))
+RUN_S = int(os.environ.get("XFER_RAMP_SECONDS", "30"))
 USERS = 20
 SIZES = ("64KiB", "256KiB", "1MiB")
 CHUNK = 256 << 10
