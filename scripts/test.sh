@@ -32,10 +32,11 @@ phase() {
 # Two pytest-xdist workers, one test file each at a time (module fixtures stay one per file): most of a test's
 # time is a server and a Locust process waiting out a fixed window at a fraction of a core, so two files side by
 # side nearly halve the wall time. Every test starts its own servers on free ports, in its own folders, and
-# asserts bounds that hold on a busy machine. PYTEST_WORKERS=0 runs them one at a time.
+# asserts bounds that hold on a busy machine. PYTEST_WORKERS=0 runs them one at a time. The slow suite's few
+# long files go first, in the order tests/support/schedule.py gives (xdist would put the files with most tests first).
 pytest_marked() {
   mkdir -p build/test-results
-  $PYTEST -q -m "$1" -n "${PYTEST_WORKERS:-2}" --dist loadfile --junitxml="build/test-results/$2.xml"
+  $PYTEST -q -m "$1" -n "${PYTEST_WORKERS:-2}" --dist loadfile --junitxml="build/test-results/$2.xml" "${@:3}"
 }
 
 case "$suite" in
@@ -49,7 +50,7 @@ case "$suite" in
     ;;
   slow)
     phase fuzz-explore make --no-print-directory fuzz FUZZ_SECONDS=15 GO_FUZZ_EXECS=15000  # bounded for CI's budget
-    phase pytest-slow pytest_marked slow slow
+    phase pytest-slow pytest_marked slow slow --no-loadscope-reorder
     phase fresh-check make --no-print-directory fresh-check  # the fast suite in a pristine container (7 minutes)
     ;;
   *)

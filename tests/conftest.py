@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.servers import RunningServer, running_server, selected_servers
 
+pytest_plugins = ["tests.support.schedule"]  # the longest files first, for pytest-xdist
+
 # A shell that starts the suite in the background (`make test &` in a script) hands it SIGINT ignored, and every
 # process it starts inherits that: the Ctrl-C tests send SIGINT to `xferbench run`, which must feel it. A
 # handler (not SIG_IGN) is reset to the default in each child at exec.
