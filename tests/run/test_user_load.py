@@ -85,10 +85,12 @@ def test_processes_spread_the_calls_over_workers_and_count_them_all(tmp_path: Pa
     row = _sweep(tmp_path, _head("dist", load, users=4) + GO)
     assert row.ok, (row.error, row.stderr_tail)
     assert row.client_users == 4  # both workers' users, added up
-    # Three endpoints are read at each end of the window, in parallel but not in the same instant: on a busy
-    # machine a little more skew than one process's.
+    # Three endpoints are read at each end of the window, in parallel but not in the same instant, and the server
+    # after them: on a starved generator CPU their instants spread by a few hundred milliseconds, which at 200
+    # calls/s over a 2-s window is a tenth or more (57 of 400 seen in CI). A worker's calls missed, or counted
+    # twice, would be half.
     assert row.client_requests and row.server_requests
-    assert abs(row.server_requests - row.client_requests) <= max(5, 0.05 * row.client_requests), row
+    assert abs(row.server_requests - row.client_requests) <= max(5, 0.2 * row.client_requests), row
     log = next((tmp_path / "run" / "logs").glob("*locust.log")).read_text()
     assert log.count("xfer-metrics role=worker") == 2, log
 
