@@ -119,6 +119,15 @@ def test_a_counter_born_inside_the_window_counts_from_zero() -> None:
     assert figures.server_figures([busy, idle])["server_qps"] is None  # gone at the end: nothing to count
 
 
+def test_the_window_runs_between_the_scrapes_nearest_its_ends() -> None:
+    """Late ticks put two scrapes within the slack of each end: the window keeps the nearest, so the server's
+    span is the client's."""
+    at = [9.6, 10.05, 11.0, 11.9, 12.02, 12.45]
+    snaps = [Snapshot(t) for t in at]
+    assert [s.t for s in figures.window(snaps, 10.0, 12.0)] == [10.05, 11.0, 11.9, 12.02]
+    assert [s.t for s in figures.window(snaps[:2], 10.0, 12.0)] == [9.6, 10.05]  # never fewer than two kept
+
+
 def test_promql_matrix_gives_same_figures() -> None:
     s = snaps()
     # Build what /api/v1/query_range returns for these snapshots (plus Prometheus' own labels).

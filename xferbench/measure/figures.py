@@ -86,7 +86,16 @@ def _series(snaps: list[Snapshot], name: str) -> list[float]:
 
 
 def window(snaps: list[Snapshot], t_from: float, t_to: float, slack: float = 0.5) -> list[Snapshot]:
-    return [s for s in snaps if t_from - slack <= s.t <= t_to + slack]
+    """The snapshots within `slack` of [t_from, t_to], from the one nearest t_from to the one nearest t_to. A
+    starved machine's ticks come irregularly, so two scrapes may lie within the slack of one end: taking the
+    outer one made the server's span up to a second longer or shorter than the client's, and its counts (and
+    so CPU per request) those of another span (a fifth off, seen on a loaded machine)."""
+    inside = [s for s in snaps if t_from - slack <= s.t <= t_to + slack]
+    while len(inside) > 2 and abs(inside[1].t - t_from) < abs(inside[0].t - t_from):
+        inside.pop(0)
+    while len(inside) > 2 and abs(inside[-2].t - t_to) < abs(inside[-1].t - t_to):
+        inside.pop()
+    return inside
 
 
 def _no_client_figures() -> Figures:
